@@ -1,0 +1,5 @@
+import sys
+
+from asyncmem.cli import main
+
+sys.exit(main())

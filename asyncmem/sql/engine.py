@@ -1,0 +1,152 @@
+"""URLs and engines for the SQL store: one place that knows the dialects' settings."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import platformdirs
+from sqlalchemy import event
+from sqlalchemy.engine import URL, make_url
+from sqlalchemy.exc import ArgumentError
+from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
+from sqlalchemy.pool import NullPool, StaticPool
+
+from asyncmem.errors import InvalidInputError
+
+__all__ = [
+    "BEGIN_OPTION",
+    "default_path",
+    "default_url",
+    "is_local",
+    "make_engine",
+    "normalize_url",
+    "prepare_sqlite_file",
+    "sqlite_path",
+]
+
+BEGIN_OPTION = "asyncmem_begin"
+"""Execution option read by the SQLite ``begin`` hook: ``"IMMEDIATE"`` for writers, ``None``
+for single-statement reads that need no explicit transaction."""
+
+_DRIVERS = {"sqlite": "sqlite+aiosqlite", "postgresql": "postgresql+asyncpg"}
+_BEGIN_MODES = frozenset({"DEFERRED", "IMMEDIATE", "EXCLUSIVE"})
+_LOCAL_HOSTS = {None, "", "localhost", "127.0.0.1", "::1"}
+
+
+def default_path() -> Path:
+    """The embedded store's file: ``memory.db`` in the platform's user data directory."""
+    return platformdirs.user_data_path("asyncmem", appauthor=False) / "memory.db"
+
+
+def default_url() -> URL:
+    return URL.create("sqlite+aiosqlite", database=str(default_path()))
+
+
+def normalize_url(url: str | URL | None) -> URL:
+    """Parse ``url`` and pick the async driver: ``sqlite://`` → aiosqlite, ``postgresql://`` →
+    asyncpg. ``None`` is the embedded default."""
+    if url is None:
+        return default_url()
+    try:
+        parsed = make_url(url)
+    except (ArgumentError, ValueError, TypeError) as exc:
+        raise InvalidInputError("not a valid database URL") from exc
+    backend = parsed.get_backend_name()
+    if backend not in _DRIVERS:
+        raise InvalidInputError(
+            f"unsupported database {backend!r}: use a sqlite:// or postgresql:// URL"
+        )
+    driver = _DRIVERS[backend]
+    if parsed.drivername != driver:
+        parsed = parsed.set(drivername=driver)
+    return parsed
+
+
+def sqlite_path(url: URL) -> Path | None:
+    """The file of a SQLite URL, or ``None`` for an in-memory database."""
+    if url.get_backend_name() != "sqlite" or url.database in (None, "", ":memory:"):
+        return None
+    if url.database.startswith("file:"):
+        return None
+    return Path(url.database).expanduser()
+
+
+def is_local(url: URL) -> bool:
+    """True when the data stays on this machine."""
+    return url.get_backend_name() == "sqlite" or url.host in _LOCAL_HOSTS or (
+        url.host or ""
+    ).startswith("/")
+
+
+def prepare_sqlite_file(path: Path) -> None:
+    """Create the directory (0700) and the database file (0600) if they do not exist yet."""
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    fd = os.open(path, os.O_CREAT | os.O_RDWR, 0o600)
+    os.close(fd)
+
+
+def make_engine(
+    url: URL,
+    *,
+    busy_timeout: float = 5.0,
+    pool_size: int = 5,
+    max_overflow: int = 10,
+    pool_timeout: float = 30.0,
+    pooled: bool = True,
+    **options: Any,
+) -> AsyncEngine:
+    """An async engine with asyncmem's connection settings for ``url``'s dialect.
+
+    ``pooled=False`` opens a connection per use (for one-off commands such as migrations).
+
+    SQLite connections use WAL (readers never block the writer), ``synchronous=NORMAL`` (a
+    commit is durable against a process crash; an OS crash or power loss may lose the last
+    commits, never corrupt the file), a busy timeout, and explicit ``BEGIN IMMEDIATE`` for
+    writers so two writers never deadlock on a lock upgrade.
+    """
+    if url.get_backend_name() == "sqlite":
+        kwargs: dict[str, Any] = {}
+        if sqlite_path(url) is None:
+            kwargs["poolclass"] = StaticPool
+        elif not pooled:
+            kwargs["poolclass"] = NullPool
+        else:
+            kwargs.update(pool_size=pool_size, max_overflow=max_overflow, pool_timeout=pool_timeout)
+        engine = create_async_engine(url, **kwargs, **options)
+        _install_sqlite_hooks(engine, busy_timeout)
+        return engine
+    if not pooled:
+        return create_async_engine(url, poolclass=NullPool, **options)
+    return create_async_engine(
+        url,
+        pool_size=pool_size,
+        max_overflow=max_overflow,
+        pool_timeout=pool_timeout,
+        pool_pre_ping=True,
+        **options,
+    )
+
+
+def _install_sqlite_hooks(engine: AsyncEngine, busy_timeout: float) -> None:
+    timeout_ms = max(0, int(busy_timeout * 1000))
+
+    @event.listens_for(engine.sync_engine, "connect")
+    def _on_connect(dbapi_connection: Any, _record: Any) -> None:
+        # Let the begin hook below own transactions instead of the sqlite3 module.
+        dbapi_connection.isolation_level = None
+        cursor = dbapi_connection.cursor()
+        try:
+            cursor.execute(f"PRAGMA busy_timeout = {timeout_ms}")
+            cursor.execute("PRAGMA journal_mode = WAL")
+            cursor.execute("PRAGMA synchronous = NORMAL")
+            cursor.execute("PRAGMA foreign_keys = ON")
+        finally:
+            cursor.close()
+
+    @event.listens_for(engine.sync_engine, "begin")
+    def _on_begin(connection: Any) -> None:
+        mode = connection.get_execution_options().get(BEGIN_OPTION, "DEFERRED")
+        if mode in _BEGIN_MODES:
+            connection.exec_driver_sql(f"BEGIN {mode}")

@@ -1,0 +1,121 @@
+"""Alembic, driven from inside the running event loop.
+
+The store calls :func:`ensure_schema` when it opens: it compares the database's revision with
+the newest one shipped and upgrades, or raises :class:`~asyncmem.errors.SchemaError`. The CLI's
+``asyncmem db`` commands use :func:`upgrade`, :func:`downgrade` and :func:`current`.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from alembic import command
+from alembic.config import Config
+from alembic.runtime.migration import MigrationContext
+from alembic.script import ScriptDirectory
+from sqlalchemy import Connection, text
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from asyncmem.errors import SchemaError
+from asyncmem.sql.engine import BEGIN_OPTION
+
+__all__ = [
+    "alembic_config",
+    "current",
+    "downgrade",
+    "ensure_schema",
+    "head_revision",
+    "migrations_dir",
+    "upgrade",
+]
+
+_PG_LOCK_KEY = 0x6173796E636D656D  # "asyncmem": serialises concurrent migrations on PostgreSQL
+
+
+def migrations_dir() -> Path:
+    """Where the migration scripts are: inside the installed wheel, or the source checkout."""
+    package = Path(__file__).resolve().parent.parent
+    for candidate in (package / "_migrations", package.parent / "migrations"):
+        if (candidate / "env.py").is_file():
+            return candidate
+    raise SchemaError("asyncmem's migration scripts are missing from this installation")
+
+
+def alembic_config(connection: Connection | None = None) -> Config:
+    """An Alembic config for the shipped migrations, optionally bound to ``connection``."""
+    config = Config()
+    config.set_main_option("script_location", str(migrations_dir()))
+    if connection is not None:
+        config.attributes["connection"] = connection
+    return config
+
+
+def head_revision() -> str:
+    head = ScriptDirectory.from_config(alembic_config()).get_current_head()
+    if head is None:  # pragma: no cover - the package always ships revisions
+        raise SchemaError("asyncmem ships no migrations")
+    return head
+
+
+def _current(connection: Connection) -> tuple[str, ...]:
+    return tuple(MigrationContext.configure(connection).get_current_heads())
+
+
+def _check_and_upgrade(connection: Connection, auto_migrate: bool) -> None:
+    script = ScriptDirectory.from_config(alembic_config())
+    head = script.get_current_head()
+    revisions = _current(connection)
+    if revisions == (head,):
+        return
+    known = {rev.revision for rev in script.walk_revisions()}
+    unknown = [rev for rev in revisions if rev not in known]
+    if unknown:
+        raise SchemaError(
+            f"the database's schema revision {unknown[0]} is newer than this asyncmem "
+            f"(newest known: {head}); upgrade asyncmem, never downgrade the database with it"
+        )
+    if not auto_migrate:
+        at = revisions[0] if revisions else "no schema"
+        raise SchemaError(
+            f"the database is at {at} and this asyncmem needs {head}: run "
+            "`asyncmem db upgrade` (or `alembic upgrade head`), or open with auto_migrate=True"
+        )
+    command.upgrade(alembic_config(connection), "head")
+
+
+async def _in_migration_transaction(engine: AsyncEngine, fn: Any, *args: Any) -> Any:
+    """Run ``fn(sync_connection, *args)`` holding the database's migration lock."""
+    async with engine.connect() as conn:
+        if engine.dialect.name == "sqlite":
+            conn = await conn.execution_options(**{BEGIN_OPTION: "IMMEDIATE"})
+        async with conn.begin():
+            if engine.dialect.name == "postgresql":
+                await conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": _PG_LOCK_KEY})
+            return await conn.run_sync(fn, *args)
+
+
+async def ensure_schema(engine: AsyncEngine, *, auto_migrate: bool) -> None:
+    """Bring the schema to head, or raise :class:`SchemaError` if that is not allowed."""
+    await _in_migration_transaction(engine, _check_and_upgrade, auto_migrate)
+
+
+async def upgrade(engine: AsyncEngine, revision: str = "head") -> None:
+    def run(connection: Connection) -> None:
+        command.upgrade(alembic_config(connection), revision)
+
+    await _in_migration_transaction(engine, run)
+
+
+async def downgrade(engine: AsyncEngine, revision: str) -> None:
+    def run(connection: Connection) -> None:
+        command.downgrade(alembic_config(connection), revision)
+
+    await _in_migration_transaction(engine, run)
+
+
+async def current(engine: AsyncEngine) -> tuple[str, ...]:
+    """The database's revisions (empty for a database alembic has never touched)."""
+    async with engine.connect() as conn:
+        revisions: tuple[str, ...] = await conn.run_sync(_current)
+        return revisions

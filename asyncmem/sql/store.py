@@ -1,0 +1,344 @@
+"""The SQL store: one class for SQLite (embedded, the default) and PostgreSQL."""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+import time
+from collections.abc import AsyncIterator, Iterator, Mapping
+from contextlib import asynccontextmanager, contextmanager
+from typing import Any
+
+from sqlalchemy import Row, column, delete, func, literal_column, select, table, text
+from sqlalchemy import exc as sa_exc
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.engine import URL
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+
+from asyncmem.backend import (
+    BackendBase,
+    MemoryEntry,
+    check_id,
+    check_limit,
+    check_metadata,
+    check_text,
+    check_value,
+)
+from asyncmem.errors import (
+    AsyncmemError,
+    BackendError,
+    BackendUnavailableError,
+    SchemaError,
+)
+from asyncmem.sql import migrate
+from asyncmem.sql.engine import (
+    BEGIN_OPTION,
+    is_local,
+    make_engine,
+    normalize_url,
+    prepare_sqlite_file,
+    sqlite_path,
+)
+from asyncmem.sql.models import FTS_TABLE, TSVECTOR_COLUMN, Memory
+from asyncmem.sql.search import fts5_expression, query_terms, tsquery_expression
+
+__all__ = ["SQLBackend"]
+
+_ENTRY_COLUMNS = (
+    Memory.user_id,
+    Memory.key,
+    Memory.value,
+    Memory.metadata_,
+    Memory.created_at,
+    Memory.updated_at,
+)
+_FTS = table(FTS_TABLE, column("rowid"))
+_FTS_MATCH = literal_column(FTS_TABLE)
+_TSVECTOR = literal_column(f"{Memory.__tablename__}.{TSVECTOR_COLUMN}")
+
+_SQLITE_UNAVAILABLE = {"SQLITE_BUSY", "SQLITE_LOCKED", "SQLITE_CANTOPEN", "SQLITE_PROTOCOL"}
+_SQLITE_REASONS = {
+    "SQLITE_BUSY": "timed out waiting for the database lock",
+    "SQLITE_LOCKED": "the database table is locked",
+    "SQLITE_CANTOPEN": "cannot open the database file",
+    "SQLITE_READONLY": "the database is read-only",
+    "SQLITE_FULL": "the disk is full",
+    "SQLITE_CORRUPT": "the database file is corrupt",
+    "SQLITE_NOTADB": "the file is not a SQLite database",
+}
+
+
+def _entry(row: Row[Any], score: float | None = None) -> MemoryEntry:
+    return MemoryEntry(
+        user_id=row.user_id,
+        key=row.key,
+        value=row.value,
+        metadata=row.metadata,
+        created_at=row.created_at,
+        updated_at=row.updated_at,
+        score=score,
+    )
+
+
+def _reason(exc: sa_exc.DBAPIError) -> tuple[str, bool]:
+    """A message free of SQL and values, and whether the failure means "unavailable"."""
+    orig = exc.orig
+    if isinstance(orig, sqlite3.Error):
+        name = getattr(orig, "sqlite_errorname", "SQLITE_ERROR")
+        base = name.split("_", 2)
+        family = "_".join(base[:2])
+        detail = str(orig)
+        if detail.startswith(("no such table", "no such column")):
+            return "the database schema is missing or outdated", False
+        reason = _SQLITE_REASONS.get(family, f"SQLite error {name}")
+        return reason, family in _SQLITE_UNAVAILABLE or family == "SQLITE_IOERR"
+    sqlstate = getattr(orig, "sqlstate", None) or getattr(
+        getattr(orig, "__cause__", None), "sqlstate", None
+    )
+    unavailable = exc.connection_invalidated or isinstance(
+        exc, sa_exc.OperationalError | sa_exc.InterfaceError
+    )
+    kind = type(orig).__name__ if orig is not None else type(exc).__name__
+    return f"database error {kind}" + (f" (SQLSTATE {sqlstate})" if sqlstate else ""), unavailable
+
+
+@contextmanager
+def _translate(operation: str) -> Iterator[None]:
+    """Map driver and SQLAlchemy errors to asyncmem's, once, at the boundary."""
+    try:
+        yield
+    except AsyncmemError:
+        raise
+    except sa_exc.DBAPIError as exc:
+        reason, unavailable = _reason(exc)
+        if reason.startswith("the database schema"):
+            raise SchemaError(f"{operation} failed: {reason}") from exc
+        error = BackendUnavailableError if unavailable else BackendError
+        raise error(f"{operation} failed: {reason}") from exc
+    except sa_exc.TimeoutError as exc:
+        raise BackendUnavailableError(f"{operation} failed: no free connection in time") from exc
+    except sa_exc.SQLAlchemyError as exc:
+        raise BackendError(f"{operation} failed: {type(exc).__name__}") from exc
+    except OSError as exc:
+        raise BackendUnavailableError(f"{operation} failed: {type(exc).__name__}") from exc
+
+
+class SQLBackend(BackendBase):
+    """Memories in a SQL database through SQLAlchemy: SQLite by default, PostgreSQL on request.
+
+    ``url`` is a SQLAlchemy URL (``sqlite:///path/memory.db``, ``postgresql://host/db``; the
+    async driver is chosen for you); ``None`` is the embedded file in the user data directory.
+    ``auto_migrate`` upgrades an older schema on open (default: on for SQLite, off for
+    PostgreSQL, where an operator runs ``asyncmem db upgrade``). A schema newer than this code
+    always raises :class:`SchemaError`.
+
+    Durability on SQLite: WAL with ``synchronous=NORMAL``. A returned write survives a crash
+    of the process; a power loss may lose the last moments of writes but never corrupts the
+    file. Writers take the lock up front (``BEGIN IMMEDIATE``) and wait up to
+    ``busy_timeout`` seconds for other processes.
+    """
+
+    def __init__(
+        self,
+        url: str | URL | None = None,
+        *,
+        auto_migrate: bool | None = None,
+        busy_timeout: float = 5.0,
+        pool_size: int = 5,
+        max_overflow: int = 10,
+        pool_timeout: float = 30.0,
+    ) -> None:
+        super().__init__()
+        self._url = normalize_url(url)
+        self.dialect = self._url.get_backend_name()
+        self.backend_name = f"sql ({self.dialect})"
+        self.is_cloud = not is_local(self._url)
+        self.auto_migrate = self.dialect == "sqlite" if auto_migrate is None else auto_migrate
+        self._engine_options: dict[str, Any] = {
+            "busy_timeout": busy_timeout,
+            "pool_size": pool_size,
+            "max_overflow": max_overflow,
+            "pool_timeout": pool_timeout,
+        }
+        self._engine: AsyncEngine | None = None
+        self._insert = sqlite.insert if self.dialect == "sqlite" else postgresql.insert
+        # One writer at a time inside this process; other processes wait on the file lock.
+        self._write_lock = asyncio.Lock() if self.dialect == "sqlite" else None
+        self._last_time = 0.0
+
+    @property
+    def url(self) -> str:
+        """The database URL with any password masked."""
+        return self._url.render_as_string(hide_password=True)
+
+    @property
+    def path(self) -> str | None:
+        """The SQLite database file, or ``None`` for a server or an in-memory database."""
+        found = sqlite_path(self._url)
+        return None if found is None else str(found)
+
+    @property
+    def engine(self) -> AsyncEngine:
+        """The SQLAlchemy engine (open the backend first)."""
+        if self._engine is None:
+            raise BackendError("the backend is not open")
+        return self._engine
+
+    def __repr__(self) -> str:
+        return f"SQLBackend({self.url!r})"
+
+    async def _open(self) -> None:
+        with _translate("open"):
+            path = sqlite_path(self._url)
+            if path is not None:
+                await asyncio.to_thread(prepare_sqlite_file, path)
+            engine = make_engine(self._url, **self._engine_options)
+            try:
+                await migrate.ensure_schema(engine, auto_migrate=self.auto_migrate)
+            except BaseException:
+                await engine.dispose()
+                raise
+            self._engine = engine
+
+    async def _close(self) -> None:
+        if self._engine is not None:
+            await self._engine.dispose()
+            self._engine = None
+
+    @asynccontextmanager
+    async def _run(self, operation: str, *, write: bool = False) -> AsyncIterator[AsyncConnection]:
+        """One connection and one transaction for one call, with errors translated."""
+        await self._ready()
+        with _translate(operation):
+            if write and self._write_lock is not None:
+                async with self._write_lock, self._transaction(write) as conn:
+                    yield conn
+            else:
+                async with self._transaction(write) as conn:
+                    yield conn
+
+    @asynccontextmanager
+    async def _transaction(self, write: bool) -> AsyncIterator[AsyncConnection]:
+        async with self.engine.connect() as conn:
+            if self.dialect == "sqlite":
+                conn = await conn.execution_options(**{BEGIN_OPTION: "IMMEDIATE" if write else None})
+            async with conn.begin():
+                yield conn
+
+    def _now(self) -> float:
+        """Wall-clock time that never repeats or goes back within this process."""
+        now = max(time.time(), self._last_time + 1e-6)
+        self._last_time = now
+        return now
+
+    async def is_available(self) -> bool:
+        if self.closed:
+            return False
+        try:
+            async with self._run("is_available") as conn:
+                await conn.execute(text("SELECT 1"))
+        except AsyncmemError:
+            return False
+        return True
+
+    async def store(
+        self,
+        user_id: str,
+        key: str,
+        value: str,
+        metadata: Mapping[str, Any] | None = None,
+    ) -> MemoryEntry:
+        user_id = check_id("user_id", user_id)
+        key = check_id("key", key)
+        value = check_value(value)
+        clean = check_metadata(metadata)
+        async with self._run("store", write=True) as conn:
+            now = self._now()
+            insert = self._insert(Memory).values(
+                user_id=user_id,
+                key=key,
+                value=value,
+                metadata_=clean,
+                created_at=now,
+                updated_at=now,
+            )
+            upsert = insert.on_conflict_do_update(
+                index_elements=[Memory.user_id, Memory.key],
+                set_={
+                    Memory.value: insert.excluded.value,
+                    Memory.metadata_: insert.excluded["metadata"],
+                    Memory.updated_at: insert.excluded.updated_at,
+                },
+            ).returning(Memory.created_at, Memory.updated_at)
+            row = (await conn.execute(upsert)).one()
+        return MemoryEntry(user_id, key, value, clean, row.created_at, row.updated_at)
+
+    async def retrieve(self, user_id: str, key: str) -> MemoryEntry | None:
+        check_id("user_id", user_id)
+        check_id("key", key)
+        statement = select(*_ENTRY_COLUMNS).where(Memory.user_id == user_id, Memory.key == key)
+        async with self._run("retrieve") as conn:
+            row = (await conn.execute(statement)).one_or_none()
+        return None if row is None else _entry(row)
+
+    async def query(self, user_id: str, text: str, limit: int = 10) -> list[MemoryEntry]:
+        """Memories of ``user_id`` ranked by relevance to the question ``text``.
+
+        The text is split into words; common function words are dropped and the rest OR-ed,
+        so memories that share more (and rarer) words with the question rank higher: FTS5
+        bm25 on SQLite, ``ts_rank_cd`` on PostgreSQL, both with English stemming. Text with
+        no searchable words returns ``[]``.
+        """
+        check_id("user_id", user_id)
+        check_text(text)
+        check_limit(limit)
+        terms = query_terms(text)
+        if not terms:
+            await self._ready()
+            return []
+        if self.dialect == "sqlite":
+            rank = func.bm25(_FTS_MATCH)
+            statement = (
+                select(*_ENTRY_COLUMNS, (-rank).label("score"))
+                .select_from(_FTS.join(Memory, Memory.id == _FTS.c.rowid))
+                .where(_FTS_MATCH.match(fts5_expression(terms)), Memory.user_id == user_id)
+                .order_by(rank, Memory.id)
+                .limit(limit)
+            )
+        else:
+            tsquery = func.to_tsquery(literal_column("'english'::regconfig"), tsquery_expression(terms))
+            score = func.ts_rank_cd(_TSVECTOR, tsquery)
+            statement = (
+                select(*_ENTRY_COLUMNS, score.label("score"))
+                .where(_TSVECTOR.bool_op("@@")(tsquery), Memory.user_id == user_id)
+                .order_by(score.desc(), Memory.id)
+                .limit(limit)
+            )
+        async with self._run("query") as conn:
+            rows = (await conn.execute(statement)).all()
+        return [_entry(row, float(row.score)) for row in rows]
+
+    async def list_keys(self, user_id: str) -> list[str]:
+        check_id("user_id", user_id)
+        statement = (
+            select(Memory.key)
+            .where(Memory.user_id == user_id)
+            .order_by(Memory.updated_at.desc(), Memory.id.desc())
+        )
+        async with self._run("list_keys") as conn:
+            return list((await conn.scalars(statement)).all())
+
+    async def delete(self, user_id: str, key: str) -> bool:
+        check_id("user_id", user_id)
+        check_id("key", key)
+        statement = delete(Memory).where(Memory.user_id == user_id, Memory.key == key)
+        async with self._run("delete", write=True) as conn:
+            result = await conn.execute(statement)
+        return bool(result.rowcount)
+
+    async def forget_user(self, user_id: str) -> int:
+        check_id("user_id", user_id)
+        statement = delete(Memory).where(Memory.user_id == user_id)
+        async with self._run("forget_user", write=True) as conn:
+            result = await conn.execute(statement)
+        return int(result.rowcount)
