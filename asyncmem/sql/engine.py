@@ -75,9 +75,11 @@ def sqlite_path(url: URL) -> Path | None:
 
 def is_local(url: URL) -> bool:
     """True when the data stays on this machine."""
-    return url.get_backend_name() == "sqlite" or url.host in _LOCAL_HOSTS or (
-        url.host or ""
-    ).startswith("/")
+    return (
+        url.get_backend_name() == "sqlite"
+        or url.host in _LOCAL_HOSTS
+        or (url.host or "").startswith("/")
+    )
 
 
 def prepare_sqlite_file(path: Path) -> None:

@@ -91,7 +91,9 @@ async def _in_migration_transaction(engine: AsyncEngine, fn: Any, *args: Any) ->
             conn = await conn.execution_options(**{BEGIN_OPTION: "IMMEDIATE"})
         async with conn.begin():
             if engine.dialect.name == "postgresql":
-                await conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": _PG_LOCK_KEY})
+                await conn.execute(
+                    text("SELECT pg_advisory_xact_lock(:key)"), {"key": _PG_LOCK_KEY}
+                )
             return await conn.run_sync(fn, *args)
 
 

@@ -14,6 +14,7 @@ from sqlalchemy import exc as sa_exc
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import URL
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+from sqlalchemy.sql.expression import ColumnClause
 
 from asyncmem.backend import (
     BackendBase,
@@ -53,8 +54,8 @@ _ENTRY_COLUMNS = (
     Memory.updated_at,
 )
 _FTS = table(FTS_TABLE, column("rowid"))
-_FTS_MATCH = literal_column(FTS_TABLE)
-_TSVECTOR = literal_column(f"{Memory.__tablename__}.{TSVECTOR_COLUMN}")
+_FTS_MATCH: ColumnClause[Any] = literal_column(FTS_TABLE)
+_TSVECTOR: ColumnClause[Any] = literal_column(f"{Memory.__tablename__}.{TSVECTOR_COLUMN}")
 
 _SQLITE_UNAVAILABLE = {"SQLITE_BUSY", "SQLITE_LOCKED", "SQLITE_CANTOPEN", "SQLITE_PROTOCOL"}
 _SQLITE_REASONS = {
@@ -221,7 +222,9 @@ class SQLBackend(BackendBase):
     async def _transaction(self, write: bool) -> AsyncIterator[AsyncConnection]:
         async with self.engine.connect() as conn:
             if self.dialect == "sqlite":
-                conn = await conn.execution_options(**{BEGIN_OPTION: "IMMEDIATE" if write else None})
+                conn = await conn.execution_options(
+                    **{BEGIN_OPTION: "IMMEDIATE" if write else None}
+                )
             async with conn.begin():
                 yield conn
 
@@ -306,7 +309,9 @@ class SQLBackend(BackendBase):
                 .limit(limit)
             )
         else:
-            tsquery = func.to_tsquery(literal_column("'english'::regconfig"), tsquery_expression(terms))
+            tsquery = func.to_tsquery(
+                literal_column("'english'::regconfig"), tsquery_expression(terms)
+            )
             score = func.ts_rank_cd(_TSVECTOR, tsquery)
             statement = (
                 select(*_ENTRY_COLUMNS, score.label("score"))
