@@ -2,20 +2,24 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import sqlite3
 import subprocess
 import sys
 import zipfile
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
 from alembic import command
-from sqlalchemy import Connection
+from sqlalchemy import Connection, inspect
+from sqlalchemy.ext.asyncio import AsyncEngine
 
 from asyncmem import SQLBackend
 from asyncmem.sql import migrate
 from asyncmem.sql.engine import make_engine, normalize_url
+from tests.backends import PG_ENABLED, pg_database
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -26,23 +30,52 @@ def _tables(path: Path) -> set[str]:
         return {row[0] for row in rows}
 
 
-async def test_upgrade_downgrade_upgrade(tmp_path: Path) -> None:
-    path = tmp_path / "memory.db"
-    engine = make_engine(normalize_url(f"sqlite:///{path}"), pooled=False)
+@pytest.fixture(params=["sqlite", *(["postgresql"] if PG_ENABLED else [])])
+async def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[str]:
+    """An empty database: a new SQLite file, or a new PostgreSQL database."""
+    if request.param == "sqlite":
+        yield f"sqlite:///{tmp_path / 'memory.db'}"
+    else:
+        async with pg_database() as url:
+            yield url
+
+
+async def _inspect(engine: AsyncEngine) -> dict[str, set[str]]:
+    """Table name → column names, as the database reports them."""
+
+    def read(connection: Connection) -> dict[str, set[str]]:
+        inspector = inspect(connection)
+        return {
+            name: {column["name"] for column in inspector.get_columns(name)}
+            for name in inspector.get_table_names()
+            if not name.startswith("memories_fts_")
+        }
+
+    async with engine.connect() as conn:
+        return await conn.run_sync(read)
+
+
+async def test_upgrade_downgrade_upgrade(database_url: str) -> None:
+    engine = make_engine(normalize_url(database_url), pooled=False)
     try:
         await migrate.upgrade(engine)
         assert await migrate.current(engine) == (migrate.head_revision(),)
-        assert {"memories", "memories_fts", "alembic_version"} <= _tables(path)
-        async with SQLBackend(f"sqlite:///{path}", auto_migrate=False) as backend:
+        tables = await _inspect(engine)
+        assert {"memories", "alembic_version"} <= set(tables)
+        if engine.dialect.name == "sqlite":
+            assert "memories_fts" in tables
+        else:
+            assert "search_vector" in tables["memories"]
+        async with SQLBackend(database_url, auto_migrate=False) as backend:
             await backend.store("alice", "pet", "a grey cat")
         await migrate.upgrade(engine)  # already at head: nothing changes
-        async with SQLBackend(f"sqlite:///{path}", auto_migrate=False) as backend:
-            assert [hit.key for hit in await backend.query("alice", "cat")] == ["pet"]
+        async with SQLBackend(database_url, auto_migrate=False) as backend:
+            assert [hit.key for hit in await backend.query("alice", "cats")] == ["pet"]
         await migrate.downgrade(engine, "base")
         assert await migrate.current(engine) == ()
-        assert _tables(path) <= {"alembic_version"}
+        assert set(await _inspect(engine)) <= {"alembic_version"}
         await migrate.upgrade(engine)
-        async with SQLBackend(f"sqlite:///{path}", auto_migrate=False) as backend:
+        async with SQLBackend(database_url, auto_migrate=False) as backend:
             assert await backend.list_keys("alice") == []
             await backend.store("alice", "pet", "a grey cat")
             assert [hit.key for hit in await backend.query("alice", "cat")] == ["pet"]
@@ -50,8 +83,8 @@ async def test_upgrade_downgrade_upgrade(tmp_path: Path) -> None:
         await engine.dispose()
 
 
-async def test_models_and_migrations_do_not_drift(tmp_path: Path) -> None:
-    engine = make_engine(normalize_url(f"sqlite:///{tmp_path / 'memory.db'}"), pooled=False)
+async def test_models_and_migrations_do_not_drift(database_url: str) -> None:
+    engine = make_engine(normalize_url(database_url), pooled=False)
     try:
         await migrate.upgrade(engine)
 
@@ -62,6 +95,17 @@ async def test_models_and_migrations_do_not_drift(tmp_path: Path) -> None:
             await conn.run_sync(check)
     finally:
         await engine.dispose()
+
+
+async def test_concurrent_opens_migrate_once(database_url: str) -> None:
+    backends = [SQLBackend(database_url, auto_migrate=True) for _ in range(6)]
+    try:
+        await asyncio.gather(*(backend.open() for backend in backends))
+        await asyncio.gather(*(b.store("alice", f"k{i}", "v") for i, b in enumerate(backends)))
+        assert len(await backends[0].list_keys("alice")) == len(backends)
+        assert await migrate.current(backends[0].engine) == (migrate.head_revision(),)
+    finally:
+        await asyncio.gather(*(backend.aclose() for backend in backends))
 
 
 def _alembic(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
@@ -76,17 +120,21 @@ def _alembic(*args: str, env: dict[str, str] | None = None) -> subprocess.Comple
     )
 
 
-def test_alembic_command_line(tmp_path: Path) -> None:
-    path = tmp_path / "cli.db"
-    upgraded = _alembic("-x", f"url=sqlite:///{path}", "upgrade", "head")
-    assert upgraded.returncode == 0, upgraded.stderr
-    assert "memories" in _tables(path)
-    current = _alembic("current", env={"ASYNCMEM_URL": f"sqlite:///{path}"})
-    assert current.returncode == 0, current.stderr
-    assert migrate.head_revision() in current.stdout
-    downgraded = _alembic("downgrade", "base", env={"ASYNCMEM_URL": f"sqlite:///{path}"})
-    assert downgraded.returncode == 0, downgraded.stderr
-    assert "memories" not in _tables(path)
+async def test_alembic_command_line(database_url: str) -> None:
+    engine = make_engine(normalize_url(database_url), pooled=False)
+    try:
+        upgraded = await asyncio.to_thread(_alembic, "-x", f"url={database_url}", "upgrade", "head")
+        assert upgraded.returncode == 0, upgraded.stderr
+        assert "memories" in await _inspect(engine)
+        env = {"ASYNCMEM_URL": database_url}
+        current = await asyncio.to_thread(_alembic, "current", env=env)
+        assert current.returncode == 0, current.stderr
+        assert migrate.head_revision() in current.stdout
+        downgraded = await asyncio.to_thread(_alembic, "downgrade", "base", env=env)
+        assert downgraded.returncode == 0, downgraded.stderr
+        assert "memories" not in await _inspect(engine)
+    finally:
+        await engine.dispose()
 
 
 @pytest.mark.slow

@@ -6,6 +6,7 @@ import asyncio
 import multiprocessing
 import sqlite3
 import stat
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -19,6 +20,7 @@ from asyncmem import (
     open_backend,
 )
 from asyncmem.sql.engine import default_path
+from tests.backends import PG_ENABLED, PG_URL, pg_schema
 
 
 def _url(path: Path) -> str:
@@ -154,9 +156,9 @@ async def test_unmigrated_database_needs_auto_migrate(tmp_path: Path) -> None:
         assert await backend.list_keys("alice") == ["k"]
 
 
-def _writer_process(path: str, worker: int, count: int) -> None:
+def _writer_process(url: str, schema: str | None, worker: int, count: int) -> None:
     async def run() -> None:
-        async with SQLBackend(f"sqlite:///{path}", busy_timeout=30) as backend:
+        async with SQLBackend(url, schema=schema, busy_timeout=30) as backend:
             for i in range(count):
                 await backend.store("shared", f"w{worker}-{i}", f"from worker {worker}")
                 await backend.store("shared", "same-key", f"worker {worker} write {i}")
@@ -165,21 +167,76 @@ def _writer_process(path: str, worker: int, count: int) -> None:
     asyncio.run(run())
 
 
-async def test_processes_write_one_file_without_locking_errors(tmp_path: Path) -> None:
-    path = tmp_path / "memory.db"
-    async with SQLBackend(_url(path)) as backend:  # create the schema once
+@pytest.fixture(params=["sqlite", *(["postgresql"] if PG_ENABLED else [])])
+async def shared_store(
+    request: pytest.FixtureRequest, tmp_path: Path
+) -> AsyncIterator[tuple[str, str | None]]:
+    """A database that several processes open: (URL, PostgreSQL schema)."""
+    if request.param == "sqlite":
+        yield _url(tmp_path / "memory.db"), None
+    else:
+        async with pg_schema() as schema:
+            yield PG_URL, schema
+
+
+async def test_processes_share_one_store(shared_store: tuple[str, str | None]) -> None:
+    url, schema = shared_store
+    async with SQLBackend(url, schema=schema, auto_migrate=True) as backend:
         await backend.store("shared", "seed", "seed")
     workers, count = 4, 40
     context = multiprocessing.get_context("spawn")
     processes = [
-        context.Process(target=_writer_process, args=(str(path), w, count)) for w in range(workers)
+        context.Process(target=_writer_process, args=(url, schema, w, count))
+        for w in range(workers)
     ]
     for process in processes:
         process.start()
     for process in processes:
         await asyncio.to_thread(process.join, 120)
     assert [process.exitcode for process in processes] == [0] * workers
-    async with SQLBackend(_url(path)) as backend:
-        keys = set(await backend.list_keys("shared"))
+    async with SQLBackend(url, schema=schema) as backend:
+        keys = await backend.list_keys("shared")
+        last = await backend.retrieve("shared", "same-key")
     expected = {f"w{w}-{i}" for w in range(workers) for i in range(count)} | {"seed", "same-key"}
-    assert keys == expected
+    assert sorted(keys) == sorted(expected)
+    assert last is not None
+    assert last.value.endswith(f"write {count - 1}")
+
+
+@pytest.mark.skipif(not PG_ENABLED, reason="PostgreSQL tests are switched off")
+@pytest.mark.parametrize(
+    ("url", "message"),
+    [
+        ("postgresql://postgres:pw-s3cret@127.0.0.1:1/test", "cannot reach"),
+        ("postgresql://postgres:pw-s3cret@127.0.0.1:5432/asyncmem_no_such_db", "does not exist"),
+        ("postgresql://no_such_role:pw-s3cret@127.0.0.1:5432/test", "refused the credentials"),
+    ],
+)
+async def test_postgresql_connection_failures_are_typed(url: str, message: str) -> None:
+    backend = SQLBackend(url, timeout=5)
+    assert await backend.is_available() is False
+    with pytest.raises(BackendUnavailableError, match=message) as raised:
+        await SQLBackend(url, timeout=5).store("alice", "k", "secret-value")
+    assert "pw-s3cret" not in str(raised.value)
+    assert "secret-value" not in str(raised.value)
+
+
+def test_schema_option_is_validated() -> None:
+    for bad in ["", "a b", 'x"; DROP SCHEMA public; --', "1abc", "x" * 64]:
+        with pytest.raises(InvalidInputError):
+            SQLBackend("postgresql://127.0.0.1/test", schema=bad)
+    with pytest.raises(InvalidInputError):
+        SQLBackend("sqlite:///memory.db", schema="main")
+    assert SQLBackend("postgresql://127.0.0.1/test", schema="tenant_1").schema == "tenant_1"
+
+
+@pytest.mark.skipif(not PG_ENABLED, reason="PostgreSQL tests are switched off")
+async def test_postgresql_schema_is_not_created_without_auto_migrate() -> None:
+    async with pg_schema() as schema:
+        with pytest.raises(SchemaError, match="db upgrade"):
+            async with SQLBackend(PG_URL, schema=schema):
+                pass
+        async with SQLBackend(PG_URL, schema=schema, auto_migrate=True) as backend:
+            await backend.store("alice", "k", "v")
+        async with SQLBackend(PG_URL, schema=schema) as backend:
+            assert await backend.list_keys("alice") == ["k"]
