@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import re
 import sqlite3
 import time
 from collections.abc import AsyncIterator, Iterator, Mapping
 from contextlib import asynccontextmanager, contextmanager
+from pathlib import Path
 from typing import Any
 
 from sqlalchemy import (
@@ -105,6 +107,19 @@ def _entry(row: Row[Any], score: float | None = None) -> MemoryEntry:
         updated_at=row.updated_at,
         score=score,
     )
+
+
+def _file_identity(path: str) -> tuple[int, int] | None:
+    try:
+        found = os.stat(path)
+    except FileNotFoundError:
+        return None
+    return found.st_dev, found.st_ino
+
+
+def _locate(path: Path) -> tuple[str, tuple[int, int] | None]:
+    where = os.path.abspath(path)
+    return where, _file_identity(where)
 
 
 def _sqlstate(orig: BaseException | None) -> str:
@@ -215,6 +230,7 @@ class SQLBackend(BackendBase):
         # One writer at a time inside this process; other processes wait on the file lock.
         self._write_lock = asyncio.Lock() if self.dialect == "sqlite" else None
         self._last_time = 0.0
+        self._file: tuple[str, tuple[int, int] | None] | None = None
 
     @property
     def url(self) -> str:
@@ -251,6 +267,8 @@ class SQLBackend(BackendBase):
                 await engine.dispose()
                 raise
             self._engine = engine
+            if path is not None:
+                self._file = await asyncio.to_thread(_locate, path)
 
     async def _close(self) -> None:
         if self._engine is not None:
@@ -264,10 +282,25 @@ class SQLBackend(BackendBase):
         with _translate(operation):
             if write and self._write_lock is not None:
                 async with self._write_lock, self._transaction(write) as conn:
+                    self._check_file(operation)
                     yield conn
             else:
                 async with self._transaction(write) as conn:
+                    self._check_file(operation)
                     yield conn
+
+    def _check_file(self, operation: str) -> None:
+        """Refuse to go on when the SQLite file was deleted or replaced while open.
+
+        SQLite keeps using the file it opened through its descriptors, so without this check
+        writes would be acknowledged into a file that nobody can open again. Checked inside
+        the transaction (a writer holds the lock), one ``stat`` per call.
+        """
+        if self._file is not None and _file_identity(self._file[0]) != self._file[1]:
+            raise BackendUnavailableError(
+                f"{operation} failed: the database file was deleted or replaced while open; "
+                "open the store again"
+            )
 
     @asynccontextmanager
     async def _transaction(self, write: bool) -> AsyncIterator[AsyncConnection]:
