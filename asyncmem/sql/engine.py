@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+import logging
 import os
 from pathlib import Path
 from typing import Any
@@ -17,6 +19,7 @@ from asyncmem.errors import InvalidInputError
 
 __all__ = [
     "BEGIN_OPTION",
+    "ENGINE_LOGGER",
     "default_path",
     "default_url",
     "is_local",
@@ -89,6 +92,28 @@ def prepare_sqlite_file(path: Path) -> None:
     os.close(fd)
 
 
+class _HideCallArguments(logging.Filter):
+    """aiosqlite logs every call it runs on its thread at DEBUG, arguments included, so an
+    application with its root logger at DEBUG would log every stored value. Keep the record,
+    name the function, drop its arguments."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if isinstance(record.args, tuple):
+            record.args = tuple(
+                f"{getattr(arg.func, '__qualname__', 'call')}(...)"
+                if isinstance(arg, functools.partial)
+                else arg
+                for arg in record.args
+            )
+        return True
+
+
+_HIDE_CALL_ARGUMENTS = _HideCallArguments()
+ENGINE_LOGGER = "sqlalchemy.engine.Engine.asyncmem"
+"""Where asyncmem's engines log. SQLAlchemy logs result rows (stored values) at DEBUG, so this
+logger is held at INFO (statements, parameters hidden) unless you set its level yourself."""
+
+
 def make_engine(
     url: URL,
     *,
@@ -112,8 +137,18 @@ def make_engine(
     commit is durable against a process crash; an OS crash or power loss may lose the last
     commits, never corrupt the file), a busy timeout, and explicit ``BEGIN IMMEDIATE`` for
     writers so two writers never deadlock on a lock upgrade.
+
+    Stored values are kept out of logs and error messages: SQL parameters are hidden
+    (``hide_parameters``), result rows are not logged (:data:`ENGINE_LOGGER`), and
+    aiosqlite's DEBUG log names calls without their arguments.
     """
+    options.setdefault("hide_parameters", True)
+    options.setdefault("logging_name", "asyncmem")
+    engine_logger = logging.getLogger(ENGINE_LOGGER)
+    if engine_logger.level == logging.NOTSET:
+        engine_logger.setLevel(logging.INFO)
     if url.get_backend_name() == "sqlite":
+        logging.getLogger("aiosqlite").addFilter(_HIDE_CALL_ARGUMENTS)
         kwargs: dict[str, Any] = {}
         if sqlite_path(url) is None:
             kwargs["poolclass"] = StaticPool
