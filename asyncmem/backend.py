@@ -162,6 +162,13 @@ def _check_json(node: object, depth: int) -> None:
     raise InvalidInputError(f"metadata must be JSON: {type(node).__name__} is not")
 
 
+def _mapping_as_dict(node: object) -> dict[str, Any]:
+    """Let ``json.dumps`` write any ``Mapping`` (already checked), not just ``dict``."""
+    if isinstance(node, Mapping):
+        return dict(node)
+    raise TypeError(type(node).__name__)  # pragma: no cover - _check_json rejected it
+
+
 def check_metadata(metadata: object) -> dict[str, Any]:
     """Return a plain JSON copy of ``metadata`` (``{}`` for ``None``) or raise."""
     if metadata is None:
@@ -171,7 +178,14 @@ def check_metadata(metadata: object) -> dict[str, Any]:
             f"metadata must be a mapping (a JSON object), not {type(metadata).__name__}"
         )
     _check_json(metadata, 0)
-    text = json.dumps(metadata, ensure_ascii=False, separators=(",", ":"))
+    try:
+        text = json.dumps(
+            metadata, ensure_ascii=False, separators=(",", ":"), default=_mapping_as_dict
+        )
+    except ValueError:
+        raise InvalidInputError(
+            "metadata numbers must be at most 4300 digits (Python's int/str limit)"
+        ) from None
     if len(text.encode("utf-8")) > MAX_METADATA_BYTES:
         raise InvalidInputError(f"metadata is larger than {MAX_METADATA_BYTES} bytes as JSON")
     copy: dict[str, Any] = json.loads(text)
