@@ -359,12 +359,14 @@ def write_chart(report: EvaluationReport, path: str | Path) -> Path:
     results = report.results
     fig, (left, right) = plt.subplots(1, 2, figsize=(13, 5), width_ratios=(2, 1))
     ops = list(dict.fromkeys(op for r in results for op in r.latency))
-    series = [(r, pct) for r in results if r.latency for pct in ("p50", "p95", "p99")]
+    colors = plt.get_cmap("tab10")
+    shades = {"p50": 1.0, "p95": 0.65, "p99": 0.35}
+    series = [(n, r, pct) for n, r in enumerate(results) if r.latency for pct in shades]
     width = 0.8 / max(len(series), 1)
-    for index, (r, pct) in enumerate(series):
+    for index, (n, r, pct) in enumerate(series):
         xs = [i + (index - (len(series) - 1) / 2) * width for i in range(len(ops))]
         ys = [getattr(r.latency[op], pct + "_ms") if op in r.latency else 0.0 for op in ops]
-        left.bar(xs, ys, width, label=f"{r.name} {pct}")
+        left.bar(xs, ys, width, label=f"{r.name} {pct}", color=colors(n), alpha=shades[pct])
     left.set_xticks(range(len(ops)), ops)
     left.set_yscale("log")
     left.set_ylabel("milliseconds (log scale)")
@@ -376,7 +378,7 @@ def write_chart(report: EvaluationReport, path: str | Path) -> Path:
     for index, r in enumerate(results):
         xs = [i + (index - (len(results) - 1) / 2) * width for i in range(len(metrics))]
         ys = [0.0 if r.relevance is None else getattr(r.relevance, m) for m in metrics]
-        right.bar(xs, ys, width, label=r.name)
+        right.bar(xs, ys, width, label=r.name, color=colors(index))
     right.set_xticks(range(len(metrics)), labels)
     right.set_ylim(0, 1)
     right.set_title("Relevance on the labelled set")
