@@ -81,9 +81,11 @@ def _fail(where: str, problem: str) -> InvalidInputError:
 def _memory(raw: object, where: str) -> LabeledMemory:
     if not isinstance(raw, dict):
         raise _fail(where, "a memory must be a JSON object")
-    for name in ("user_id", "key", "value"):
+    for name in ("user_id", "key"):
         if not isinstance(raw.get(name), str) or not raw[name]:
             raise _fail(where, f"a memory needs a non-empty string {name!r}")
+    if not isinstance(raw.get("value"), str):
+        raise _fail(where, "a memory needs a string 'value'")
     metadata = raw.get("metadata") or {}
     if not isinstance(metadata, dict):
         raise _fail(where, "a memory's metadata must be a JSON object")
