@@ -13,6 +13,9 @@ Score rubric (out of 100; the prototype's four headings and weights, measured be
   p99 ≤ 5 ms: 5, ≤ 20 ms: 4, ≤ 100 ms: 3, ≤ 500 ms: 2, ≤ 2 s: 1, else 0.
 - **Privacy (20)**: 20 when the data stays on this machine, 5 when it leaves it (as the
   prototype scored local against cloud).
+
+The null backend scores 60 (available, instant, private, and keeps nothing): the score ranks,
+the recommendation decides, and it only considers backends that passed every check.
 """
 
 from __future__ import annotations
