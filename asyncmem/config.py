@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 
-from asyncmem.backend import BackendBase
+from asyncmem.backend import MemoryBackend
 from asyncmem.errors import InvalidInputError
 from asyncmem.null import NullBackend
 from asyncmem.sql.store import SQLBackend
@@ -13,7 +13,7 @@ from asyncmem.sql.store import SQLBackend
 __all__ = ["open_backend"]
 
 
-def open_backend(spec: str | None = None, *, env: Mapping[str, str] | None = None) -> BackendBase:
+def open_backend(spec: str | None = None, *, env: Mapping[str, str] | None = None) -> MemoryBackend:
     """Make the backend ``spec`` names: ``"null"``, ``"sqlite"`` (the embedded file) or a
     SQLAlchemy URL. Without ``spec``: ``ASYNCMEM_BACKEND``, then ``ASYNCMEM_URL``, then the
     embedded SQLite file in the user data directory.
@@ -31,6 +31,4 @@ def open_backend(spec: str | None = None, *, env: Mapping[str, str] | None = Non
         return NullBackend()
     if "://" in spec:
         return SQLBackend(spec)
-    raise InvalidInputError(
-        f"unknown backend {spec!r}: use 'null', 'sqlite' or a database URL"
-    )
+    raise InvalidInputError(f"unknown backend {spec!r}: use 'null', 'sqlite' or a database URL")
