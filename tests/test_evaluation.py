@@ -7,13 +7,14 @@ import gzip
 import json
 import sqlite3
 import sys
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from asyncmem import BackendError, InvalidInputError, NullBackend, SQLBackend
+from asyncmem import BackendError, InvalidInputError, MemoryBackend, NullBackend, SQLBackend
 from asyncmem.cli import main
 from asyncmem.evaluation import (
     EVAL_USER_PREFIX,
@@ -23,6 +24,7 @@ from asyncmem.evaluation import (
     evaluate,
     load_dataset,
     percentile,
+    runner,
     shipped_dataset,
     summarize,
     write_chart,
@@ -442,3 +444,27 @@ def test_cli_eval_rejects_a_bad_dataset(tmp_path: Path, capsys: pytest.CaptureFi
 def test_cli_eval_rejects_a_zero_size(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["eval", "--size", "0"]) == 2
     assert "at least 1" in capsys.readouterr().err
+
+
+async def test_every_store_passes_and_is_left_clean(
+    store: MemoryBackend, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The evaluator on each persistent backend of the shared suite (PostgreSQL included)."""
+    fixed = uuid.UUID(int=0xE7A1)
+    monkeypatch.setattr(runner.uuid, "uuid4", lambda: fixed)
+    await store.store("carol", "job", "Carol is a pilot")
+    report = await evaluate([store], workload=SMALL)
+    (result,) = report.results
+    assert all(c.passed for c in result.checks), result.checks
+    assert not result.errors
+    assert result.relevance is not None
+    assert result.relevance.recall_at_10 >= substring_baseline_recall_at_10() + 0.3
+    assert result.privacy.leaves_machine is store.is_cloud
+    if result.cost.network_calls:
+        assert "round trips" in result.cost.note
+    base = f"{EVAL_USER_PREFIX}{fixed.hex}"
+    users = [f"{base}-load"] + [f"{base}-rel{i}" for i in range(5)]
+    users += [f"{base}-check-{name}{end}" for name in CHECKS for end in ("", "-other")]
+    for user in users:
+        assert await store.list_keys(user) == [], user
+    assert await store.list_keys("carol") == ["job"]
