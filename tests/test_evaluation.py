@@ -133,6 +133,12 @@ async def test_concurrency_throughput_is_over_wall_time() -> None:
     assert result.latency.ops_per_s == 50 / (result.wall_ns / 1e9)
 
 
+def test_workload_keeps_a_dataset_path_as_text(tmp_path: Path) -> None:
+    workload = Workload(dataset=tmp_path / "mine.jsonl")
+    assert workload.dataset == str(tmp_path / "mine.jsonl")
+    assert Workload.from_dict(workload.to_dict()) == workload
+
+
 def test_workload_rejects_nonsense() -> None:
     with pytest.raises(ValueError, match="size"):
         Workload(size=0)

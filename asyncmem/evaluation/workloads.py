@@ -61,6 +61,8 @@ class Workload:
             raise ValueError("warmup and concurrent_operations must not be negative")
         if not 0.0 <= self.write_ratio <= 1.0:
             raise ValueError("write_ratio must be between 0 and 1")
+        if isinstance(self.dataset, Path):
+            object.__setattr__(self, "dataset", str(self.dataset))
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -71,7 +73,7 @@ class Workload:
             "concurrency": self.concurrency,
             "concurrent_operations": self.concurrent_operations,
             "write_ratio": self.write_ratio,
-            "dataset": None if self.dataset is None else str(self.dataset),
+            "dataset": self.dataset,
             "seed": self.seed,
         }
 
