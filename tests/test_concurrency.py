@@ -19,13 +19,14 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import sqlite3
 import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from sqlalchemy import text
+from sqlalchemy.engine import make_url
 
 from asyncmem import SQLBackend
 from tests._concurrency_worker import SHARED_KEY, USER
@@ -69,6 +70,28 @@ async def _worker(url: str, schema: str | None, process: int) -> dict[str, Any]:
     assert child.returncode == 0, err.decode()[-3000:]
     report: dict[str, Any] = json.loads(out)
     return report
+
+
+async def _duplicates(url: str, schema: str | None) -> list[Any]:
+    """(user, key) pairs with more than one row; on SQLite, after both integrity checks."""
+    find = "SELECT user_id, key FROM memories GROUP BY user_id, key HAVING COUNT(*) > 1"
+    if schema is None:
+        raw = sqlite3.connect(make_url(url).database or "")
+        try:
+            assert raw.execute("PRAGMA integrity_check").fetchall() == [("ok",)]
+            raw.execute(
+                "INSERT INTO memories_fts(memories_fts, rank) VALUES ('integrity-check', 1)"
+            )
+            return raw.execute(find).fetchall()
+        finally:
+            raw.close()
+    import asyncpg
+
+    connection = await asyncpg.connect(url, server_settings={"search_path": schema})
+    try:
+        return list(await connection.fetch(find))
+    finally:
+        await connection.close()
 
 
 def _latest(writes: list[dict[str, Any]]) -> set[str]:
@@ -117,24 +140,7 @@ async def test_processes_and_tasks_lose_nothing(fresh_database: tuple[str, str |
         assert times == sorted(times, reverse=True)
         hits = await backend.query(USER, "shared write", limit=1000)
         assert [hit.key for hit in hits].count(SHARED_KEY) == 1
-        async with backend.engine.connect() as conn:
-            duplicates = (
-                await conn.execute(
-                    text(
-                        "SELECT user_id, key FROM memories "
-                        "GROUP BY user_id, key HAVING COUNT(*) > 1"
-                    )
-                )
-            ).all()
-            assert duplicates == []
-            if backend.dialect == "sqlite":
-                await conn.execute(text("PRAGMA integrity_check"))
-                await conn.execute(
-                    text(
-                        "INSERT INTO memories_fts(memories_fts, rank) VALUES ('integrity-check', 1)"
-                    )
-                )
-                await conn.rollback()
+    assert await _duplicates(url, schema) == []
     print(
         f"\n{backend.backend_name}: {PROCESSES} processes × {TASKS} tasks, "
         f"{len(log)} acknowledged operations checked"

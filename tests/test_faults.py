@@ -23,7 +23,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from sqlalchemy import event
 
 from asyncmem import (
     AsyncmemError,
@@ -85,14 +84,13 @@ def _assert_typed(error: BaseException) -> None:
     assert SECRET not in str(error)
 
 
-def _limit_pages(backend: SQLBackend, pages: int) -> None:
-    """Give every new connection of ``backend`` a database size cap (a "full disk")."""
+async def on_sqlite_connections(backend: SQLBackend, pragma: str) -> None:
+    """Inject a fault below the store: run ``pragma`` on each of its open SQLite connections.
 
-    @event.listens_for(backend.engine.sync_engine, "connect")
-    def _cap(dbapi_connection: Any, _record: Any) -> None:
-        cursor = dbapi_connection.cursor()
-        cursor.execute(f"PRAGMA max_page_count = {pages}")
-        cursor.close()
+    The store has no public hook for this on purpose; the test reaches into its driver."""
+    driver = backend._driver
+    for connection in (driver.writer, *driver._readers):  # type: ignore[attr-defined]
+        await connection.execute_fetchall(pragma)
 
 
 async def _fill_until_full(backend: SQLBackend, kept: dict[str, MemoryEntry]) -> AsyncmemError:
@@ -121,8 +119,7 @@ async def _full_disk_scenario(backend: SQLBackend) -> None:
 async def test_database_size_cap_is_a_typed_error(tmp_path: Path) -> None:
     path = tmp_path / "memory.db"
     async with SQLBackend(_url(path)) as backend:
-        await backend.engine.dispose()
-        _limit_pages(backend, 120)
+        await on_sqlite_connections(backend, "PRAGMA max_page_count = 120")
         await _full_disk_scenario(backend)
         assert await backend.delete("alice", "fill-0") is True
         await backend.store("alice", "after", "room again")
@@ -148,12 +145,7 @@ async def test_query_only_database_is_a_typed_error(tmp_path: Path) -> None:
     path = tmp_path / "memory.db"
     async with SQLBackend(_url(path)) as backend:
         kept = {"pet": await backend.store("alice", "pet", "a grey cat")}
-        await backend.engine.dispose()
-
-        @event.listens_for(backend.engine.sync_engine, "connect")
-        def _read_only(dbapi_connection: Any, _record: Any) -> None:
-            dbapi_connection.execute("PRAGMA query_only = ON")
-
+        await on_sqlite_connections(backend, "PRAGMA query_only = ON")
         for call in (
             lambda: backend.store("alice", "pet", SECRET),
             lambda: backend.store("alice", "new", SECRET),
@@ -302,6 +294,7 @@ class Proxy:
         self.port = 0
         self.flowing = asyncio.Event()
         self.flowing.set()
+        self._generation = 0
         self._server: asyncio.Server | None = None
         self._writers: set[asyncio.StreamWriter] = set()
         self._tasks: set[asyncio.Task[None]] = set()
@@ -311,12 +304,21 @@ class Proxy:
         self.port = self._server.sockets[0].getsockname()[1]
 
     async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        generation = self._generation
+        self._writers.add(writer)
+        if self._server is None or not self._server.is_serving():
+            writer.transport.abort()
+            return
         try:
             up_reader, up_writer = await asyncio.open_connection(*self.upstream)
         except OSError:
-            writer.close()
+            writer.transport.abort()
             return
-        self._writers |= {writer, up_writer}
+        self._writers.add(up_writer)
+        if generation != self._generation:  # cut while this one was connecting
+            writer.transport.abort()
+            up_writer.transport.abort()
+            return
         pumps = [
             asyncio.create_task(self._pump(reader, up_writer)),
             asyncio.create_task(self._pump(up_reader, writer)),
@@ -334,20 +336,26 @@ class Proxy:
         except (ConnectionError, asyncio.CancelledError):
             pass
         finally:
-            writer.close()
-            self._writers.discard(writer)
+            writer.transport.abort()
 
     async def cut(self) -> None:
-        """Drop every connection and refuse new ones, like a server that restarts."""
+        """Drop every connection and refuse new ones, like a server that restarts.
+
+        Connections still arriving are dropped for a moment before the listening socket is
+        closed: Python 3.11's asyncio leaks a socket accepted just as its server closes."""
+        self._generation += 1
+        for _ in range(2):
+            for writer in list(self._writers):
+                writer.transport.abort()
+            for task in list(self._tasks):
+                task.cancel()
+            await asyncio.gather(*self._tasks, return_exceptions=True)
+            await asyncio.sleep(0.1)
         if self._server is not None:
             self._server.close()
             await self._server.wait_closed()
             self._server = None
-        for writer in list(self._writers):
-            writer.transport.abort()
-        for task in list(self._tasks):
-            task.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
+        await asyncio.sleep(0.05)  # let the aborted transports finish closing their sockets
         self.flowing.set()
 
 

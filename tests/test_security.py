@@ -13,11 +13,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from sqlalchemy import event
 from sqlalchemy.engine import make_url
 
 from asyncmem import AsyncmemError, InvalidInputError, SQLBackend, open_backend
 from tests.backends import PG_ENABLED, PG_URL, pg_schema
+from tests.test_faults import on_sqlite_connections
 
 SECRET = "zq-secret-memory-7731"
 PASSWORD = "pw-hunter2-9931"
@@ -96,12 +96,7 @@ async def _provoke_sqlite_errors(tmp_path: Path) -> list[BaseException]:
         finally:
             holder.execute("ROLLBACK")
             holder.close()
-        await backend.engine.dispose()
-
-        @event.listens_for(backend.engine.sync_engine, "connect")
-        def _cap(dbapi_connection: Any, _record: Any) -> None:
-            dbapi_connection.execute("PRAGMA max_page_count = 40")
-
+        await on_sqlite_connections(backend, "PRAGMA max_page_count = 40")
         await expect(lambda: backend.store("alice", "big", SECRET * 20_000))
     return errors
 
@@ -137,7 +132,6 @@ async def test_no_password_or_secret_on_postgresql(caplog: pytest.LogCaptureFixt
             await backend.query("alice", SECRET)
             assert PASSWORD not in repr(backend)
             assert PASSWORD not in backend.url
-            assert PASSWORD not in repr(backend.engine)
     for bad in (
         url.set(port=1),
         url.set(database="asyncmem_no_such_database"),
