@@ -32,12 +32,16 @@ import datetime
 import itertools
 import json
 import math
+import os
 import re
 import threading
 import time
+import uuid
 from collections import deque
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -150,6 +154,13 @@ class FakeMessage:
 class Fault:
     status: int
     headers: dict[str, str]
+    method: str | None = None
+    path_suffix: str | None = None
+
+    def applies(self, request: httpx.Request) -> bool:
+        return (self.method is None or request.method == self.method) and (
+            self.path_suffix is None or request.url.path.endswith(self.path_suffix)
+        )
 
 
 class FakeHoncho:
@@ -163,6 +174,7 @@ class FakeHoncho:
         self.sessions: dict[tuple[str, str], FakeSession] = {}
         self.messages: list[FakeMessage] = []
         self.requests: list[tuple[str, str]] = []
+        self.authorizations: list[str | None] = []
         self.faults: deque[Fault] = deque()
         self.slow_requests = 0
         self.gate: threading.Event | None = None
@@ -179,10 +191,21 @@ class FakeHoncho:
 
     # test controls
 
-    def fail(self, status: int, times: int = 1, headers: dict[str, str] | None = None) -> None:
-        """Answer the next ``times`` requests with ``status``."""
+    def fail(
+        self,
+        status: int,
+        times: int = 1,
+        headers: dict[str, str] | None = None,
+        *,
+        method: str | None = None,
+        path_suffix: str | None = None,
+    ) -> None:
+        """Answer the next ``times`` requests (of ``method`` to a path ending in
+        ``path_suffix``, when given) with ``status``."""
         with self.lock:
-            self.faults.extend(Fault(status, headers or {}) for _ in range(times))
+            self.faults.extend(
+                Fault(status, headers or {}, method, path_suffix) for _ in range(times)
+            )
 
     def slow(self, times: int = 1) -> None:
         """Make the next ``times`` requests outlast the client's timeout."""
@@ -209,7 +232,10 @@ class FakeHoncho:
     def handle(self, request: httpx.Request) -> httpx.Response:
         with self.lock:
             self.requests.append((request.method, request.url.path))
-            fault = self.faults.popleft() if self.faults else None
+            self.authorizations.append(request.headers.get("authorization"))
+            fault = next((f for f in self.faults if f.applies(request)), None)
+            if fault is not None:
+                self.faults.remove(fault)
             slow = self.slow_requests > 0
             if slow:
                 self.slow_requests -= 1
@@ -443,3 +469,41 @@ class FakeHoncho:
             elif want != "*" and have != want:
                 return False
         return True
+
+
+LIVE_URL_VARIABLE = "ASYNCMEM_TEST_HONCHO_URL"
+LIVE_KEY_VARIABLE = "ASYNCMEM_TEST_HONCHO_KEY"
+TEST_KEY = "test-key-0123456789"
+
+
+def live_settings() -> tuple[str, str | None] | None:
+    """The live server the tests use instead of the fake, when one is configured."""
+    url = os.environ.get(LIVE_URL_VARIABLE)
+    if not url:
+        return None
+    return url, os.environ.get(LIVE_KEY_VARIABLE) or None
+
+
+@asynccontextmanager
+async def honcho_backend(tmp_path: Path | None = None, **options: Any) -> AsyncIterator[Any]:
+    """A :class:`~asyncmem.honcho.HonchoBackend`, open: on the live server named by
+    ``ASYNCMEM_TEST_HONCHO_URL`` (in a fresh workspace) when set, else on a fresh
+    :class:`FakeHoncho`. The factory for the shared conformance suite."""
+    from asyncmem.honcho import HonchoBackend
+
+    live = live_settings()
+    if live is not None:
+        url, key = live
+        workspace = f"asyncmem-test-{uuid.uuid4().hex[:12]}"
+        backend = HonchoBackend(base_url=url, api_key=key, workspace_id=workspace, **options)
+    else:
+        fake = FakeHoncho(api_key=TEST_KEY)
+        options.setdefault("max_retries", 0)
+        backend = HonchoBackend(
+            base_url="http://127.0.0.1:8000",
+            api_key=TEST_KEY,
+            http_client=fake.client(),
+            **options,
+        )
+    async with backend:
+        yield backend
