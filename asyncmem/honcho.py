@@ -40,7 +40,12 @@ from asyncmem.backend import (
     check_text,
     check_value,
 )
-from asyncmem.errors import AsyncmemError, BackendError, BackendUnavailableError
+from asyncmem.errors import (
+    AsyncmemError,
+    BackendClosedError,
+    BackendError,
+    BackendUnavailableError,
+)
 from asyncmem.sql.search import query_terms
 
 if TYPE_CHECKING:
@@ -231,10 +236,8 @@ class HonchoBackend(BackendBase):
     async def _close(self) -> None:
         pool, self._pool = self._pool, None
         if pool is not None:
-            # Waiting for running calls happens off the loop; their HTTP timeout bounds it.
-            await asyncio.get_running_loop().run_in_executor(
-                None, functools.partial(pool.shutdown, wait=True, cancel_futures=True)
-            )
+            # Calls already submitted finish (their HTTP timeout bounds the wait), off the loop.
+            await asyncio.get_running_loop().run_in_executor(None, pool.shutdown)
         http, self._http = self._http, None
         if http is not None and http is not self._injected_client:
             http.close()
@@ -250,10 +253,14 @@ class HonchoBackend(BackendBase):
         client, pool = self._client, self._pool
         if client is None or pool is None:
             raise BackendError(f"{operation} failed: the backend is not open")
-        with _translate(operation):
-            return await asyncio.get_running_loop().run_in_executor(
+        try:
+            future = asyncio.get_running_loop().run_in_executor(
                 pool, functools.partial(fn, client, *args)
             )
+        except RuntimeError as exc:
+            raise BackendClosedError(f"the {self.backend_name} backend is closed") from exc
+        with _translate(operation):
+            return await future
 
     async def is_available(self) -> bool:
         """Whether the server answers and accepts the credentials (one HTTP call)."""

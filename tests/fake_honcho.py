@@ -39,7 +39,7 @@ import time
 import uuid
 from collections import deque
 from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
+from contextlib import asynccontextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -489,6 +489,7 @@ async def honcho_backend(tmp_path: Path | None = None, **options: Any) -> AsyncI
     """A :class:`~asyncmem.honcho.HonchoBackend`, open: on the live server named by
     ``ASYNCMEM_TEST_HONCHO_URL`` (in a fresh workspace) when set, else on a fresh
     :class:`FakeHoncho`. The factory for the shared conformance suite."""
+    from asyncmem.errors import AsyncmemError
     from asyncmem.honcho import HonchoBackend
 
     live = live_settings()
@@ -507,3 +508,6 @@ async def honcho_backend(tmp_path: Path | None = None, **options: Any) -> AsyncI
         )
     async with backend:
         yield backend
+        if live is not None:
+            with suppress(AsyncmemError):
+                await backend._call("cleanup", lambda client: client.delete_workspace(workspace))

@@ -10,8 +10,9 @@ import logging
 import re
 import subprocess
 import sys
+import threading
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 
 import httpx
 import pytest
@@ -64,6 +65,15 @@ async def any_memory() -> AsyncIterator[HonchoBackend]:
     """The fake or, when configured, the live server."""
     async with honcho_backend() as backend:
         yield backend
+
+
+async def until(condition: Callable[[], bool]) -> None:
+    """Wait (up to 10 s) for the fake server's threads to reach ``condition``."""
+    for _ in range(2000):
+        if condition():
+            return
+        await asyncio.sleep(0.005)
+    raise AssertionError("condition never held")
 
 
 def user() -> str:
@@ -431,7 +441,7 @@ async def test_unexpected_response_is_a_backend_error(fake: FakeHoncho) -> None:
 async def test_event_loop_keeps_running_while_50_calls_block(fake: FakeHoncho) -> None:
     async with make(fake, max_workers=50) as memory:
         await memory.store("alice", "pet", "cat")
-        fake.gate = __import__("threading").Event()
+        fake.gate = threading.Event()
         calls = [asyncio.create_task(memory.retrieve("alice", "pet")) for _ in range(50)]
         ticks = 0
 
@@ -443,11 +453,7 @@ async def test_event_loop_keeps_running_while_50_calls_block(fake: FakeHoncho) -
 
         ticking = asyncio.create_task(ticker())
         try:
-            for _ in range(2000):
-                if fake.in_flight == 50:
-                    break
-                await asyncio.sleep(0.005)
-            assert fake.in_flight == 50
+            await until(lambda: fake.in_flight == 50)
             before = ticks
             await asyncio.sleep(0.2)
             assert ticks - before >= 20
@@ -484,6 +490,23 @@ async def test_lifecycle(fake: FakeHoncho) -> None:
     with pytest.raises(BackendClosedError):
         await memory.retrieve("alice", "pet")
     assert not client.is_closed
+
+
+@needs_fake
+async def test_aclose_lets_calls_in_flight_finish(fake: FakeHoncho) -> None:
+    memory = make(fake, max_workers=2)
+    await memory.store("alice", "pet", "cat")
+    fake.gate = threading.Event()
+    calls = [asyncio.create_task(memory.retrieve("alice", "pet")) for _ in range(5)]
+    await until(lambda: fake.in_flight == 2)
+    closing = asyncio.create_task(memory.aclose())
+    await asyncio.sleep(0.05)
+    assert not closing.done()
+    with pytest.raises(BackendClosedError):
+        await memory.retrieve("alice", "pet")
+    fake.gate.set()
+    await closing
+    assert [r.value for r in await asyncio.gather(*calls) if r is not None] == ["cat"] * 5
 
 
 async def test_own_client_is_closed() -> None:
