@@ -11,12 +11,17 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import asyncmem
-from asyncmem.backend import BackendBase
+from asyncmem.backend import MemoryBackend
 from asyncmem.config import open_backend
 from asyncmem.errors import AsyncmemError
 from asyncmem.sql import migrate
-from asyncmem.sql.engine import default_path, make_engine, normalize_url, prepare_sqlite_file
-from asyncmem.sql.engine import sqlite_path
+from asyncmem.sql.engine import (
+    default_path,
+    make_engine,
+    normalize_url,
+    prepare_sqlite_file,
+    sqlite_path,
+)
 from asyncmem.sql.store import SQLBackend
 
 __all__ = ["main"]
@@ -54,7 +59,7 @@ def _info(args: argparse.Namespace) -> int:
 async def _demo(args: argparse.Namespace) -> int:
     with tempfile.TemporaryDirectory() as scratch:
         spec = args.backend or f"sqlite:///{Path(scratch) / 'demo.db'}"
-        backend: BackendBase = open_backend(spec)
+        backend: MemoryBackend = open_backend(spec)
         async with backend:
             print(f"backend: {backend.backend_name}")
             user = "asyncmem-demo"

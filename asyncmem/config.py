@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 
-from asyncmem.backend import BackendBase
+from asyncmem.backend import MemoryBackend
 from asyncmem.errors import InvalidInputError
 from asyncmem.null import NullBackend
 from asyncmem.sql.store import SQLBackend
@@ -13,7 +13,7 @@ from asyncmem.sql.store import SQLBackend
 __all__ = ["open_backend"]
 
 
-def open_backend(spec: str | None = None, *, env: Mapping[str, str] | None = None) -> BackendBase:
+def open_backend(spec: str | None = None, *, env: Mapping[str, str] | None = None) -> MemoryBackend:
     """Make the backend ``spec`` names: ``"null"``, ``"sqlite"`` (the embedded file),
     ``"honcho"`` (configured by ``HONCHO_URL`` or ``HONCHO_BASE_URL``, ``HONCHO_API_KEY`` and
     ``HONCHO_WORKSPACE_ID``) or a SQLAlchemy URL. Without ``spec``: ``ASYNCMEM_BACKEND``,
@@ -39,7 +39,7 @@ def open_backend(spec: str | None = None, *, env: Mapping[str, str] | None = Non
     )
 
 
-def _honcho_backend(environ: Mapping[str, str]) -> BackendBase:
+def _honcho_backend(environ: Mapping[str, str]) -> MemoryBackend:
     from asyncmem.honcho import DEFAULT_BASE_URL, DEFAULT_WORKSPACE, HonchoBackend
 
     return HonchoBackend(

@@ -21,12 +21,12 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import honcho
-from fake_honcho import FakeHoncho
 
 from asyncmem.honcho import HonchoBackend
+from tests.fake_honcho import FakeHoncho
 
 URL = "http://127.0.0.1:8000"
 USER = "alice"

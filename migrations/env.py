@@ -16,8 +16,13 @@ from alembic import context
 from sqlalchemy import Connection
 from sqlalchemy.engine import URL
 
-from asyncmem.sql.engine import BEGIN_OPTION, make_engine, normalize_url, prepare_sqlite_file
-from asyncmem.sql.engine import sqlite_path
+from asyncmem.sql.engine import (
+    BEGIN_OPTION,
+    make_engine,
+    normalize_url,
+    prepare_sqlite_file,
+    sqlite_path,
+)
 from asyncmem.sql.models import FTS_TABLE, TSVECTOR_COLUMN, Base
 
 config = context.config

@@ -16,7 +16,6 @@ from collections.abc import AsyncIterator, Callable
 
 import httpx
 import pytest
-from fake_honcho import TEST_KEY, FakeHoncho, honcho_backend, live_settings
 
 from asyncmem import (
     BackendClosedError,
@@ -28,6 +27,7 @@ from asyncmem import (
 )
 from asyncmem.backend import MAX_VALUE_BYTES
 from asyncmem.honcho import MAX_MESSAGE_CHARS, HonchoBackend
+from tests.fake_honcho import TEST_KEY, FakeHoncho, honcho_backend, live_settings
 
 honcho = pytest.importorskip("honcho")
 

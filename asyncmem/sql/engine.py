@@ -75,9 +75,11 @@ def sqlite_path(url: URL) -> Path | None:
 
 def is_local(url: URL) -> bool:
     """True when the data stays on this machine."""
-    return url.get_backend_name() == "sqlite" or url.host in _LOCAL_HOSTS or (
-        url.host or ""
-    ).startswith("/")
+    return (
+        url.get_backend_name() == "sqlite"
+        or url.host in _LOCAL_HOSTS
+        or (url.host or "").startswith("/")
+    )
 
 
 def prepare_sqlite_file(path: Path) -> None:
@@ -95,11 +97,16 @@ def make_engine(
     max_overflow: int = 10,
     pool_timeout: float = 30.0,
     pooled: bool = True,
+    timeout: float = 30.0,
+    schema: str | None = None,
     **options: Any,
 ) -> AsyncEngine:
     """An async engine with asyncmem's connection settings for ``url``'s dialect.
 
     ``pooled=False`` opens a connection per use (for one-off commands such as migrations).
+    PostgreSQL connections get ``timeout`` seconds to connect and for each statement, and use
+    ``schema`` as their search path when given; pooled ones are pinged before reuse, so a
+    server restart costs one failed ping, not a failed call.
 
     SQLite connections use WAL (readers never block the writer), ``synchronous=NORMAL`` (a
     commit is durable against a process crash; an OS crash or power loss may lose the last
@@ -117,6 +124,15 @@ def make_engine(
         engine = create_async_engine(url, **kwargs, **options)
         _install_sqlite_hooks(engine, busy_timeout)
         return engine
+    server_settings = {"application_name": "asyncmem"}
+    if schema is not None:
+        server_settings["search_path"] = schema
+    options["connect_args"] = {
+        "timeout": timeout,
+        "command_timeout": timeout,
+        "server_settings": server_settings,
+        **options.get("connect_args", {}),
+    }
     if not pooled:
         return create_async_engine(url, poolclass=NullPool, **options)
     return create_async_engine(

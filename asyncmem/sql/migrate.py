@@ -84,20 +84,41 @@ def _check_and_upgrade(connection: Connection, auto_migrate: bool) -> None:
     command.upgrade(alembic_config(connection), "head")
 
 
-async def _in_migration_transaction(engine: AsyncEngine, fn: Any, *args: Any) -> Any:
-    """Run ``fn(sync_connection, *args)`` holding the database's migration lock."""
+async def _in_migration_transaction(
+    engine: AsyncEngine, fn: Any, *args: Any, create_schema: str | None = None
+) -> Any:
+    """Run ``fn(sync_connection, *args)`` holding the database's migration lock.
+
+    SQLite: the write lock (``BEGIN IMMEDIATE``). PostgreSQL: a transaction-scoped advisory
+    lock, so processes opening the same database at once migrate it exactly once.
+    """
     async with engine.connect() as conn:
         if engine.dialect.name == "sqlite":
             conn = await conn.execution_options(**{BEGIN_OPTION: "IMMEDIATE"})
         async with conn.begin():
             if engine.dialect.name == "postgresql":
-                await conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": _PG_LOCK_KEY})
+                await conn.execute(
+                    text("SELECT pg_advisory_xact_lock(:key)"), {"key": _PG_LOCK_KEY}
+                )
+                if create_schema is not None:
+                    quoted = engine.dialect.identifier_preparer.quote_identifier(create_schema)
+                    await conn.execute(text(f"CREATE SCHEMA IF NOT EXISTS {quoted}"))
             return await conn.run_sync(fn, *args)
 
 
-async def ensure_schema(engine: AsyncEngine, *, auto_migrate: bool) -> None:
-    """Bring the schema to head, or raise :class:`SchemaError` if that is not allowed."""
-    await _in_migration_transaction(engine, _check_and_upgrade, auto_migrate)
+async def ensure_schema(
+    engine: AsyncEngine, *, auto_migrate: bool, schema: str | None = None
+) -> None:
+    """Bring the schema to head, or raise :class:`SchemaError` if that is not allowed.
+
+    With ``auto_migrate`` and a PostgreSQL ``schema``, the schema is created if missing.
+    """
+    await _in_migration_transaction(
+        engine,
+        _check_and_upgrade,
+        auto_migrate,
+        create_schema=schema if auto_migrate else None,
+    )
 
 
 async def upgrade(engine: AsyncEngine, revision: str = "head") -> None:

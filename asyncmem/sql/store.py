@@ -3,17 +3,30 @@
 from __future__ import annotations
 
 import asyncio
+import re
 import sqlite3
 import time
 from collections.abc import AsyncIterator, Iterator, Mapping
 from contextlib import asynccontextmanager, contextmanager
 from typing import Any
 
-from sqlalchemy import Row, column, delete, func, literal_column, select, table, text
+from sqlalchemy import (
+    Double,
+    Row,
+    cast,
+    column,
+    delete,
+    func,
+    literal_column,
+    select,
+    table,
+    text,
+)
 from sqlalchemy import exc as sa_exc
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import URL
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+from sqlalchemy.sql.expression import ColumnClause, ColumnElement
 
 from asyncmem.backend import (
     BackendBase,
@@ -28,6 +41,7 @@ from asyncmem.errors import (
     AsyncmemError,
     BackendError,
     BackendUnavailableError,
+    InvalidInputError,
     SchemaError,
 )
 from asyncmem.sql import migrate
@@ -53,9 +67,22 @@ _ENTRY_COLUMNS = (
     Memory.updated_at,
 )
 _FTS = table(FTS_TABLE, column("rowid"))
-_FTS_MATCH = literal_column(FTS_TABLE)
-_TSVECTOR = literal_column(f"{Memory.__tablename__}.{TSVECTOR_COLUMN}")
+_FTS_MATCH: ColumnClause[Any] = literal_column(FTS_TABLE)
+_TSVECTOR: ColumnClause[Any] = literal_column(f"{Memory.__tablename__}.{TSVECTOR_COLUMN}")
 
+_SCHEMA = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,62}")
+_PG_REASONS: dict[str, tuple[str, type[AsyncmemError]]] = {
+    "08": ("cannot connect to the database server", BackendUnavailableError),
+    "28": ("the database server refused the credentials", BackendUnavailableError),
+    "3D": ("the database does not exist", BackendUnavailableError),
+    "53": ("the database server is out of resources", BackendUnavailableError),
+    "57014": ("the statement timed out", BackendUnavailableError),
+    "57": ("the database server is shutting down or restarting", BackendUnavailableError),
+    "42P01": ("the database schema is missing or outdated", SchemaError),
+    "42703": ("the database schema is missing or outdated", SchemaError),
+    "3F": ("the database schema is missing or outdated", SchemaError),
+    "25006": ("the database is read-only", BackendError),
+}
 _SQLITE_UNAVAILABLE = {"SQLITE_BUSY", "SQLITE_LOCKED", "SQLITE_CANTOPEN", "SQLITE_PROTOCOL"}
 _SQLITE_REASONS = {
     "SQLITE_BUSY": "timed out waiting for the database lock",
@@ -80,26 +107,35 @@ def _entry(row: Row[Any], score: float | None = None) -> MemoryEntry:
     )
 
 
-def _reason(exc: sa_exc.DBAPIError) -> tuple[str, bool]:
-    """A message free of SQL and values, and whether the failure means "unavailable"."""
+def _sqlstate(orig: BaseException | None) -> str:
+    while orig is not None:
+        state = getattr(orig, "sqlstate", None)
+        if isinstance(state, str):
+            return state
+        orig = orig.__cause__
+    return ""
+
+
+def _reason(exc: sa_exc.DBAPIError) -> tuple[str, type[AsyncmemError]]:
+    """A message free of SQL and values, and the error class it calls for."""
     orig = exc.orig
     if isinstance(orig, sqlite3.Error):
         name = getattr(orig, "sqlite_errorname", "SQLITE_ERROR")
-        base = name.split("_", 2)
-        family = "_".join(base[:2])
-        detail = str(orig)
-        if detail.startswith(("no such table", "no such column")):
-            return "the database schema is missing or outdated", False
+        family = "_".join(name.split("_", 2)[:2])
+        if str(orig).startswith(("no such table", "no such column")):
+            return "the database schema is missing or outdated", SchemaError
         reason = _SQLITE_REASONS.get(family, f"SQLite error {name}")
-        return reason, family in _SQLITE_UNAVAILABLE or family == "SQLITE_IOERR"
-    sqlstate = getattr(orig, "sqlstate", None) or getattr(
-        getattr(orig, "__cause__", None), "sqlstate", None
-    )
-    unavailable = exc.connection_invalidated or isinstance(
-        exc, sa_exc.OperationalError | sa_exc.InterfaceError
-    )
+        unavailable = family in _SQLITE_UNAVAILABLE or family == "SQLITE_IOERR"
+        return reason, BackendUnavailableError if unavailable else BackendError
+    state = _sqlstate(orig)
+    for prefix in (state, state[:2]):
+        if prefix and prefix in _PG_REASONS:
+            reason, error = _PG_REASONS[prefix]
+            return f"{reason} (SQLSTATE {state})", error
+    if exc.connection_invalidated:
+        return "the database connection was lost", BackendUnavailableError
     kind = type(orig).__name__ if orig is not None else type(exc).__name__
-    return f"database error {kind}" + (f" (SQLSTATE {sqlstate})" if sqlstate else ""), unavailable
+    return f"database error {kind}" + (f" (SQLSTATE {state})" if state else ""), BackendError
 
 
 @contextmanager
@@ -110,17 +146,16 @@ def _translate(operation: str) -> Iterator[None]:
     except AsyncmemError:
         raise
     except sa_exc.DBAPIError as exc:
-        reason, unavailable = _reason(exc)
-        if reason.startswith("the database schema"):
-            raise SchemaError(f"{operation} failed: {reason}") from exc
-        error = BackendUnavailableError if unavailable else BackendError
+        reason, error = _reason(exc)
         raise error(f"{operation} failed: {reason}") from exc
     except sa_exc.TimeoutError as exc:
         raise BackendUnavailableError(f"{operation} failed: no free connection in time") from exc
     except sa_exc.SQLAlchemyError as exc:
         raise BackendError(f"{operation} failed: {type(exc).__name__}") from exc
     except OSError as exc:
-        raise BackendUnavailableError(f"{operation} failed: {type(exc).__name__}") from exc
+        raise BackendUnavailableError(
+            f"{operation} failed: cannot reach the database ({type(exc).__name__})"
+        ) from exc
 
 
 class SQLBackend(BackendBase):
@@ -131,6 +166,11 @@ class SQLBackend(BackendBase):
     ``auto_migrate`` upgrades an older schema on open (default: on for SQLite, off for
     PostgreSQL, where an operator runs ``asyncmem db upgrade``). A schema newer than this code
     always raises :class:`SchemaError`.
+
+    PostgreSQL only: ``schema`` puts the tables in that schema (created on open when
+    ``auto_migrate``), so several stores can share one database; ``timeout`` bounds connecting
+    and each statement, in seconds. ``pool_size``, ``max_overflow`` and ``pool_timeout`` size
+    the connection pool on both dialects.
 
     Durability on SQLite: WAL with ``synchronous=NORMAL``. A returned write survives a crash
     of the process; a power loss may lose the last moments of writes but never corrupts the
@@ -144,6 +184,8 @@ class SQLBackend(BackendBase):
         *,
         auto_migrate: bool | None = None,
         busy_timeout: float = 5.0,
+        schema: str | None = None,
+        timeout: float = 30.0,
         pool_size: int = 5,
         max_overflow: int = 10,
         pool_timeout: float = 30.0,
@@ -151,6 +193,12 @@ class SQLBackend(BackendBase):
         super().__init__()
         self._url = normalize_url(url)
         self.dialect = self._url.get_backend_name()
+        if schema is not None and (self.dialect != "postgresql" or not _SCHEMA.fullmatch(schema)):
+            raise InvalidInputError(
+                "schema must be a plain identifier ([A-Za-z_][A-Za-z0-9_]*, at most 63 "
+                "characters) and is for PostgreSQL only"
+            )
+        self.schema = schema
         self.backend_name = f"sql ({self.dialect})"
         self.is_cloud = not is_local(self._url)
         self.auto_migrate = self.dialect == "sqlite" if auto_migrate is None else auto_migrate
@@ -159,6 +207,8 @@ class SQLBackend(BackendBase):
             "pool_size": pool_size,
             "max_overflow": max_overflow,
             "pool_timeout": pool_timeout,
+            "timeout": timeout,
+            "schema": schema,
         }
         self._engine: AsyncEngine | None = None
         self._insert = sqlite.insert if self.dialect == "sqlite" else postgresql.insert
@@ -194,7 +244,9 @@ class SQLBackend(BackendBase):
                 await asyncio.to_thread(prepare_sqlite_file, path)
             engine = make_engine(self._url, **self._engine_options)
             try:
-                await migrate.ensure_schema(engine, auto_migrate=self.auto_migrate)
+                await migrate.ensure_schema(
+                    engine, auto_migrate=self.auto_migrate, schema=self.schema
+                )
             except BaseException:
                 await engine.dispose()
                 raise
@@ -221,15 +273,28 @@ class SQLBackend(BackendBase):
     async def _transaction(self, write: bool) -> AsyncIterator[AsyncConnection]:
         async with self.engine.connect() as conn:
             if self.dialect == "sqlite":
-                conn = await conn.execution_options(**{BEGIN_OPTION: "IMMEDIATE" if write else None})
+                conn = await conn.execution_options(
+                    **{BEGIN_OPTION: "IMMEDIATE" if write else None}
+                )
             async with conn.begin():
                 yield conn
 
-    def _now(self) -> float:
-        """Wall-clock time that never repeats or goes back within this process."""
+    def _timestamps(self) -> tuple[float | ColumnElement[float], float | ColumnElement[float]]:
+        """When a write happens, as (time of an insert, time of an update), in commit order.
+
+        SQLite: this process's clock, read under the write lock and never repeating.
+        PostgreSQL: the server's clock. An insert uses the statement's start time; an update
+        reads the clock after the row lock is granted, so of concurrent writers to one key
+        the last to commit has the latest ``updated_at``.
+        """
+        if self.dialect == "postgresql":
+            return (
+                cast(func.extract("epoch", func.statement_timestamp()), Double),
+                cast(func.extract("epoch", func.clock_timestamp()), Double),
+            )
         now = max(time.time(), self._last_time + 1e-6)
         self._last_time = now
-        return now
+        return now, now
 
     async def is_available(self) -> bool:
         if self.closed:
@@ -253,25 +318,25 @@ class SQLBackend(BackendBase):
         value = check_value(value)
         clean = check_metadata(metadata)
         async with self._run("store", write=True) as conn:
-            now = self._now()
+            inserted_at, updated_at = self._timestamps()
             insert = self._insert(Memory).values(
                 user_id=user_id,
                 key=key,
                 value=value,
                 metadata_=clean,
-                created_at=now,
-                updated_at=now,
+                created_at=inserted_at,
+                updated_at=inserted_at,
             )
             upsert = insert.on_conflict_do_update(
                 index_elements=[Memory.user_id, Memory.key],
                 set_={
                     Memory.value: insert.excluded.value,
                     Memory.metadata_: insert.excluded["metadata"],
-                    Memory.updated_at: insert.excluded.updated_at,
+                    Memory.updated_at: updated_at,
                 },
             ).returning(Memory.created_at, Memory.updated_at)
             row = (await conn.execute(upsert)).one()
-        return MemoryEntry(user_id, key, value, clean, row.created_at, row.updated_at)
+        return MemoryEntry(user_id, key, value, clean, float(row.created_at), row.updated_at)
 
     async def retrieve(self, user_id: str, key: str) -> MemoryEntry | None:
         check_id("user_id", user_id)
@@ -306,7 +371,9 @@ class SQLBackend(BackendBase):
                 .limit(limit)
             )
         else:
-            tsquery = func.to_tsquery(literal_column("'english'::regconfig"), tsquery_expression(terms))
+            tsquery = func.to_tsquery(
+                literal_column("'english'::regconfig"), tsquery_expression(terms)
+            )
             score = func.ts_rank_cd(_TSVECTOR, tsquery)
             statement = (
                 select(*_ENTRY_COLUMNS, score.label("score"))

@@ -83,9 +83,7 @@ def upgrade() -> None:
         sa.PrimaryKeyConstraint("id", name=op.f("pk_memories")),
         sa.UniqueConstraint("user_id", "key", name=op.f("uq_memories_user_id_key")),
     )
-    op.create_index(
-        op.f("ix_memories_user_id_updated_at"), "memories", ["user_id", "updated_at"]
-    )
+    op.create_index(op.f("ix_memories_user_id_updated_at"), "memories", ["user_id", "updated_at"])
     dialect = op.get_bind().dialect.name
     for statement in {"sqlite": SQLITE_FTS, "postgresql": POSTGRESQL_FTS}.get(dialect, []):
         op.execute(statement)

@@ -1,0 +1,37 @@
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from asyncmem import MemoryBackend
+from tests.backends import BACKEND_FACTORIES, NON_PERSISTENT
+
+ALL_BACKENDS = sorted(BACKEND_FACTORIES)
+PERSISTENT_BACKENDS = [name for name in ALL_BACKENDS if name not in NON_PERSISTENT]
+
+
+@pytest.fixture(autouse=True)
+def _scrub_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """No test reads the developer's configuration or touches their real memory file."""
+    import os
+
+    for name in list(os.environ):
+        if name.startswith(("ASYNCMEM_", "HONCHO_")) and not name.startswith("ASYNCMEM_TEST_"):
+            monkeypatch.delenv(name)
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "xdg-data"))
+
+
+@pytest.fixture(params=ALL_BACKENDS)
+async def backend(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[MemoryBackend]:
+    """Every backend, the null one included."""
+    async with BACKEND_FACTORIES[request.param](tmp_path) as opened:
+        yield opened
+
+
+@pytest.fixture(params=PERSISTENT_BACKENDS)
+async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[MemoryBackend]:
+    """Every backend that keeps what it is given."""
+    async with BACKEND_FACTORIES[request.param](tmp_path) as opened:
+        yield opened
