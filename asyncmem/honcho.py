@@ -50,13 +50,14 @@ from asyncmem.sql.search import query_terms
 
 if TYPE_CHECKING:
     import httpx
-    from honcho import Honcho, Session
+    from honcho import Honcho, Message, Session
 
 __all__ = [
     "DEFAULT_BASE_URL",
     "DEFAULT_WORKSPACE",
     "MAX_MESSAGE_CHARS",
     "MAX_SEARCH_HITS",
+    "MAX_TERM_SEARCHES",
     "HonchoBackend",
 ]
 
@@ -68,8 +69,12 @@ MAX_MESSAGE_CHARS = 25_000
 """Longest message the Honcho server accepts; longer values are stored as several messages."""
 MAX_SEARCH_HITS = 100
 """Most messages one Honcho search returns; ``query`` ranks among at most this many."""
+MAX_TERM_SEARCHES = 8
+"""Most single-word searches one ``query`` adds when the words together find too little."""
 PAGE_SIZE = 100
 """Largest page the Honcho server serves."""
+
+_RRF_K = 60
 
 _MARK = "asyncmem"
 _FORMAT = 1
@@ -291,19 +296,34 @@ class HonchoBackend(BackendBase):
         return await self._call("retrieve", _retrieve, user_id, key)
 
     async def query(self, user_id: str, text: str, limit: int = 10) -> list[MemoryEntry]:
-        """Memories of ``user_id`` ranked by Honcho's search for ``text``.
+        """Memories of ``user_id`` ranked by Honcho's search for the words of ``text``.
 
-        Text without searchable words (empty, punctuation, only function words) returns
-        ``[]`` without a request. Two HTTP calls: the search, then the sessions of the hits
-        (to drop deleted keys and superseded values).
+        Honcho's full-text search needs every word of a query (``plainto_tsquery``) and
+        turns any punctuation into a substring match, so the question is reduced to its
+        words first (text without searchable words returns ``[]`` without a request). When
+        all the words together find fewer than ``limit`` memories, each word (up to
+        :data:`MAX_TERM_SEARCHES`) is searched on its own, concurrently, and the lists are
+        fused by reciprocal rank, so memories sharing more of the words rank higher; a
+        server with embeddings adds its semantic matches to every list. One more call reads
+        the sessions of the hits, to drop deleted keys and superseded values.
         """
         user_id = check_id("user_id", user_id)
         text = check_text(text)
         limit = check_limit(limit)
-        if not query_terms(text):
+        terms = query_terms(text)
+        if not terms:
             await self._ready()
             return []
-        return await self._call("query", _query, user_id, text, limit)
+        size = min(MAX_SEARCH_HITS, max(2 * limit, limit + 10))
+        hits = [await self._call("query", _search, user_id, " ".join(terms), size)]
+        if len(terms) > 1 and len({hit.session_id for hit in hits[0]}) < limit:
+            hits += await asyncio.gather(
+                *(
+                    self._call("query", _search, user_id, term, size)
+                    for term in terms[:MAX_TERM_SEARCHES]
+                )
+            )
+        return await self._call("query", _resolve, user_id, hits, limit)
 
     async def list_keys(self, user_id: str) -> list[str]:
         user_id = check_id("user_id", user_id)
@@ -464,13 +484,15 @@ def _list_keys(client: Honcho, user_id: str) -> list[str]:
     return [m["key"] for m in ordered]
 
 
-def _query(client: Honcho, user_id: str, text: str, limit: int) -> list[MemoryEntry]:
-    hits = client.search(
-        text,
-        filters={"peer_id": _peer_id(user_id)},
-        limit=min(MAX_SEARCH_HITS, max(2 * limit, limit + 10)),
-    )
-    ids = list(dict.fromkeys(hit.session_id for hit in hits))
+def _search(client: Honcho, user_id: str, text: str, size: int) -> list[Message]:
+    return list(client.search(text, filters={"peer_id": _peer_id(user_id)}, limit=size))
+
+
+def _resolve(
+    client: Honcho, user_id: str, ranked: list[list[Message]], limit: int
+) -> list[MemoryEntry]:
+    """Fuse ranked hit lists into memories, keeping only hits of a key's current value."""
+    ids = list(dict.fromkeys(hit.session_id for hits in ranked for hit in hits))
     if not ids:
         return []
     current: dict[str, Mapping[str, Any]] = {}
@@ -480,19 +502,20 @@ def _query(client: Honcho, user_id: str, text: str, limit: int) -> list[MemoryEn
         meta = session.metadata or {}
         if _committed(session) and meta.get("user_id") == user_id:
             current[session.id] = meta
-    entries: list[MemoryEntry] = []
-    taken: set[str] = set()
-    for hit in hits:
-        meta = current.get(hit.session_id)
-        if meta is None or hit.session_id in taken:
-            continue
-        if (hit.metadata or {}).get("rev") != meta["rev"]:
-            continue
-        taken.add(hit.session_id)
-        entries.append(_entry(meta, score=1.0 / (1 + len(entries))))
-        if len(entries) == limit:
-            break
-    return entries
+    scores: dict[str, float] = {}
+    for hits in ranked:
+        seen: list[str] = []
+        for hit in hits:
+            meta = current.get(hit.session_id)
+            if meta is None or hit.session_id in seen:
+                continue
+            if (hit.metadata or {}).get("rev") != meta["rev"]:
+                continue
+            seen.append(hit.session_id)
+            rank = len(seen)
+            scores[hit.session_id] = scores.get(hit.session_id, 0.0) + 1.0 / (_RRF_K + rank)
+    best = sorted(scores, key=lambda sid: -scores[sid])[:limit]
+    return [_entry(current[sid], score=scores[sid]) for sid in best]
 
 
 def _delete_sessions(client: Honcho, sessions: list[Session]) -> int:

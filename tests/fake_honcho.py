@@ -12,9 +12,11 @@ plastic-labs/honcho (``src/crud/session.py``, ``src/utils/filter.py``, ``src/sch
 - ``POST …/sessions/list`` lists active sessions only, oldest first, in pages of at most
   100 (``size`` over 100 is a 422, as ``fastapi_pagination`` answers);
 - ``POST …/sessions/{id}/messages``: 1-100 messages of at most 25,000 characters, else 422;
-- ``POST …/search``: messages matching the words of the query, best first, at most
-  ``limit`` (1-100). Like the real search it does not know about sessions marked for
-  deletion until the worker erased them;
+- ``POST …/search`` as ``src/utils/search.py`` does it without embeddings: a query with
+  punctuation is a case-insensitive substring match, newest first; otherwise
+  ``plainto_tsquery('english', …)`` (every word, stemmed, stop words dropped) ranked by
+  ``ts_rank``, or a substring match; at most ``limit`` (1-100). It does not know about
+  sessions marked for deletion until the worker erased them;
 - filters: top-level fields AND-ed; ``metadata`` is JSON containment; ``id``, ``peer_id``,
   ``session_id`` take a value or ``{"in": [...]}``; anything else is a 422;
 - ids match ``[A-Za-z0-9_-]{1,512}``; metadata has at most 100 top-level keys and 5 levels.
@@ -96,12 +98,31 @@ def _check_id(value: Any) -> str:
     return value
 
 
-def _words(text: str) -> set[str]:
-    out = set()
-    for word in WORD.findall(text.lower()):
-        out.add(word)
-        out.add(word[:-1] if len(word) > 3 and word.endswith("s") else word)
-    return out
+# PostgreSQL's English stop words (snowball), the ones to_tsvector('english', …) drops.
+STOP_WORDS = frozenset(
+    """i me my myself we our ours ourselves you your yours yourself yourselves he him his
+    himself she her hers herself it its itself they them their theirs themselves what which
+    who whom this that these those am is are was were be been being have has had having do
+    does did doing a an the and but if or because as until while of at by for with about
+    against between into through during before after above below to from up down in out on
+    off over under again further then once here there when where why how all any both each
+    few more most other some such no nor not only own same so than too very s t can will just
+    don should now""".split()
+)
+SPECIAL = re.compile(r"[~`!@#$%^&*()_+=\[\]{};':\"\\|,.<>/?-]")
+
+
+def _stem(word: str) -> str:
+    """A rough English stemmer: the same for queries and documents, like the server's."""
+    for suffix, repl in (("sses", "ss"), ("ies", "i"), ("ing", ""), ("ed", ""), ("s", "")):
+        if word.endswith(suffix) and len(word) - len(suffix) >= 3 and not word.endswith("ss"):
+            return word[: len(word) - len(suffix)] + repl
+    return word
+
+
+def _lexemes(text: str) -> list[str]:
+    """``to_tsvector('english', text)``: stemmed words, stop words dropped."""
+    return [_stem(w) for w in WORD.findall(text.lower()) if w not in STOP_WORDS]
 
 
 @dataclass
@@ -426,26 +447,34 @@ class FakeHoncho:
             raise Problem(422, "query must be a non-empty string")
         if not isinstance(limit, int) or not 1 <= limit <= 100:
             raise Problem(422, "limit must be between 1 and 100")
-        wanted = _words(query)
+        # src/utils/search.py: full-text search only (no embeddings configured). A query with
+        # any punctuation is an ILIKE substring match, newest first; otherwise
+        # plainto_tsquery('english', query), which needs every word, ranked by ts_rank then
+        # newest first, or-ed with the ILIKE match. The server fetches 2 x limit and cuts.
+        needle = query.lower()
+        wanted = set(_lexemes(query))
+        special = bool(SPECIAL.search(query))
         scored = []
         for m in self.messages:
             if m.workspace_id != ws:
                 continue
-            if not self._matches(
-                body.get("filters"),
-                {
-                    "id": m.id,
-                    "peer_id": m.peer_id,
-                    "session_id": m.session_id,
-                    "metadata": m.metadata,
-                },
-            ):
+            row = {
+                "id": m.id,
+                "peer_id": m.peer_id,
+                "session_id": m.session_id,
+                "metadata": m.metadata,
+            }
+            if not self._matches(body.get("filters"), row):
                 continue
-            score = len(wanted & _words(m.content))
-            if score:
-                scored.append((score, m.seq, m))
+            have = _lexemes(m.content)
+            substring = needle in m.content.lower()
+            fts = not special and bool(wanted) and wanted <= set(have)
+            if not (substring or fts):
+                continue
+            rank = sum(have.count(w) for w in wanted) / (1 + len(have)) if fts else 0.0
+            scored.append((rank, m.seq, m))
         scored.sort(key=lambda t: (-t[0], -t[1]))
-        return 200, [m.json() for _, _, m in scored[:limit]]
+        return 200, [m.json() for _, _, m in scored[: 2 * limit][:limit]]
 
     def _matches(self, filters: Any, row: dict[str, Any]) -> bool:
         if filters is None:

@@ -160,6 +160,17 @@ async def test_query_ranks_and_forgets_replaced_values(any_memory: HonchoBackend
     assert len(await any_memory.query(alice, "Alice", limit=2)) <= 2
 
 
+async def test_query_ranks_memories_sharing_more_words_higher(any_memory: HonchoBackend) -> None:
+    alice = user()
+    await any_memory.store(alice, "dog", "Alice walks a grey dog every morning")
+    await any_memory.store(alice, "cat", "Alice has a grey cat called Miso")
+    await any_memory.store(alice, "bird", "A blue bird sings outside")
+    hits = await any_memory.query(alice, "Which grey cat?")
+    assert [h.key for h in hits][:2] == ["cat", "dog"]
+    assert "bird" not in [h.key for h in hits]
+    assert [h.key for h in await any_memory.query(alice, "cats", limit=1)] == ["cat"]
+
+
 @pytest.mark.parametrize(
     "text", ["", "   ", "the of and", "?!", "' OR 1=1 --", '"cat" AND %_', "cat* NEAR(x)"]
 )
@@ -272,7 +283,9 @@ async def test_http_calls_per_operation(fake: FakeHoncho, memory: HonchoBackend)
     assert await calls(memory.retrieve("u", "k")) == 1
     assert await calls(memory.list_keys("u")) == 1
     assert await calls(memory.query("u", "key")) == 2
-    assert await calls(memory.query("u", "nothing-matches-this")) == 1
+    assert await calls(memory.query("u", "existing key?")) == 1 + 2 + 1
+    assert await calls(memory.query("u", "nothing-matches-this")) == 1 + 2
+    assert await calls(memory.query("u", "one two three four five six seven eight nine")) == 9
     assert await calls(memory.query("u", "the and of")) == 0
     assert await calls(memory.delete("u", "k")) == 2
     await memory.store("u", "a", "1")
