@@ -514,7 +514,13 @@ def _resolve(
             seen.append(hit.session_id)
             rank = len(seen)
             scores[hit.session_id] = scores.get(hit.session_id, 0.0) + 1.0 / (_RRF_K + rank)
-    best = sorted(scores, key=lambda sid: -scores[sid])[:limit]
+    newest: dict[str, str] = {}
+    for sid in scores:
+        key = current[sid]["key"]
+        other = newest.get(key)
+        if other is None or current[sid]["updated_at"] > current[other]["updated_at"]:
+            newest[key] = sid
+    best = sorted(newest.values(), key=lambda sid: -scores[sid])[:limit]
     return [_entry(current[sid], score=scores[sid]) for sid in best]
 
 
