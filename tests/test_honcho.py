@@ -270,6 +270,14 @@ async def test_ids_are_hashed_into_honchos_alphabet(fake: FakeHoncho) -> None:
 
 
 @needs_fake
+async def test_reasoning_can_be_left_on(fake: FakeHoncho) -> None:
+    async with make(fake, reasoning=True) as memory:
+        await memory.store("alice", "pet", "cat")
+    (session,) = fake.sessions.values()
+    assert session.configuration == {}
+
+
+@needs_fake
 async def test_http_calls_per_operation(fake: FakeHoncho, memory: HonchoBackend) -> None:
     async def calls(operation: object) -> int:
         before = len(fake.requests)
