@@ -25,6 +25,7 @@ import ipaddress
 import json
 import secrets
 import time
+import weakref
 from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
@@ -160,8 +161,9 @@ class HonchoBackend(BackendBase):
       value as messages, then replace the session's metadata. A store that raised before
       the last call changed nothing visible (a new key may leave an empty placeholder
       session that reads ignore and the next store reuses); one that raised during the last
-      call may or may not have taken effect. Two processes storing the same key at once:
-      the last metadata write wins.
+      call may or may not have taken effect. Stores and deletes of one key take turns
+      within a process; two processes storing the same key at once: the last metadata
+      write wins, which need not be the one with the latest ``updated_at``.
     - Deletion is asynchronous on the server: ``delete`` and ``forget_user`` return once
       Honcho has accepted it, after which the memory is invisible to every operation here;
       Honcho's worker erases the session and its messages later. Peers cannot be deleted:
@@ -207,6 +209,9 @@ class HonchoBackend(BackendBase):
         self._http: httpx.Client | None = None
         self._client: Honcho | None = None
         self._pool: ThreadPoolExecutor | None = None
+        self._key_locks: weakref.WeakValueDictionary[tuple[str, str], asyncio.Lock] = (
+            weakref.WeakValueDictionary()
+        )
 
     def __repr__(self) -> str:
         return f"HonchoBackend(base_url={self.base_url!r}, workspace_id={self.workspace_id!r})"
@@ -267,6 +272,14 @@ class HonchoBackend(BackendBase):
         with _translate(operation):
             return await future
 
+    def _key_lock(self, user_id: str, key: str) -> asyncio.Lock:
+        """The lock that makes this process's writes to one key happen one after another, so
+        the last write is the one with the latest ``updated_at``."""
+        lock = self._key_locks.get((user_id, key))
+        if lock is None:
+            lock = self._key_locks[(user_id, key)] = asyncio.Lock()
+        return lock
+
     async def is_available(self) -> bool:
         """Whether the server answers and accepts the credentials (one HTTP call)."""
         if self.closed:
@@ -288,7 +301,8 @@ class HonchoBackend(BackendBase):
         key = check_id("key", key)
         value = check_value(value)
         clean = check_metadata(metadata)
-        return await self._call("store", _store, user_id, key, value, clean, self.reasoning)
+        async with self._key_lock(user_id, key):
+            return await self._call("store", _store, user_id, key, value, clean, self.reasoning)
 
     async def retrieve(self, user_id: str, key: str) -> MemoryEntry | None:
         user_id = check_id("user_id", user_id)
@@ -332,7 +346,8 @@ class HonchoBackend(BackendBase):
     async def delete(self, user_id: str, key: str) -> bool:
         user_id = check_id("user_id", user_id)
         key = check_id("key", key)
-        return await self._call("delete", _delete, user_id, key)
+        async with self._key_lock(user_id, key):
+            return await self._call("delete", _delete, user_id, key)
 
     async def forget_user(self, user_id: str) -> int:
         user_id = check_id("user_id", user_id)
