@@ -329,15 +329,16 @@ class HonchoBackend(BackendBase):
             await self._ready()
             return []
         size = min(MAX_SEARCH_HITS, max(2 * limit, limit + 10))
-        hits = [await self._call("query", _search, user_id, " ".join(terms), size)]
-        if len(terms) > 1 and len({hit.session_id for hit in hits[0]}) < limit:
-            hits += await asyncio.gather(
-                *(
-                    self._call("query", _search, user_id, term, size)
-                    for term in terms[:MAX_TERM_SEARCHES]
-                )
+        found, phrase = await self._call("query", _query_words, user_id, terms, size, limit)
+        if found is not None:
+            return found
+        each = await asyncio.gather(
+            *(
+                self._call("query", _search, user_id, term, size)
+                for term in terms[:MAX_TERM_SEARCHES]
             )
-        return await self._call("query", _resolve, user_id, hits, limit)
+        )
+        return await self._call("query", _resolve, user_id, [phrase, *each], limit)
 
     async def list_keys(self, user_id: str) -> list[str]:
         user_id = check_id("user_id", user_id)
@@ -501,6 +502,16 @@ def _list_keys(client: Honcho, user_id: str) -> list[str]:
 
 def _search(client: Honcho, user_id: str, text: str, size: int) -> list[Message]:
     return list(client.search(text, filters={"peer_id": _peer_id(user_id)}, limit=size))
+
+
+def _query_words(
+    client: Honcho, user_id: str, terms: list[str], size: int, limit: int
+) -> tuple[list[MemoryEntry] | None, list[Message]]:
+    """Search all the words together; the memories when that is enough, else the hits."""
+    hits = _search(client, user_id, " ".join(terms), size)
+    if len(terms) > 1 and len({hit.session_id for hit in hits}) < limit:
+        return None, hits
+    return _resolve(client, user_id, [hits], limit), hits
 
 
 def _resolve(
