@@ -23,6 +23,7 @@ import functools
 import hashlib
 import ipaddress
 import json
+import re
 import secrets
 import time
 import weakref
@@ -46,6 +47,7 @@ from asyncmem.errors import (
     BackendClosedError,
     BackendError,
     BackendUnavailableError,
+    InvalidInputError,
 )
 from asyncmem.sql.search import query_terms
 
@@ -76,6 +78,7 @@ PAGE_SIZE = 100
 """Largest page the Honcho server serves."""
 
 _RRF_K = 60
+_HONCHO_ID = re.compile(r"[A-Za-z0-9_-]{1,512}")
 
 _MARK = "asyncmem"
 _FORMAT = 1
@@ -190,13 +193,15 @@ class HonchoBackend(BackendBase):
     ) -> None:
         super().__init__()
         if not isinstance(base_url, str) or urlsplit(base_url).scheme not in {"http", "https"}:
-            raise ValueError("base_url must be an http:// or https:// URL")
+            raise InvalidInputError("base_url must be an http:// or https:// URL")
+        if not isinstance(workspace_id, str) or not _HONCHO_ID.fullmatch(workspace_id):
+            raise InvalidInputError("workspace_id must be 1-512 of A-Z, a-z, 0-9, '_' and '-'")
         if timeout <= 0:
-            raise ValueError("timeout must be positive")
+            raise InvalidInputError("timeout must be positive")
         if max_retries < 0:
-            raise ValueError("max_retries must not be negative")
+            raise InvalidInputError("max_retries must not be negative")
         if max_workers < 1:
-            raise ValueError("max_workers must be at least 1")
+            raise InvalidInputError("max_workers must be at least 1")
         self.base_url = base_url.rstrip("/")
         self.workspace_id = workspace_id
         self.timeout = timeout
@@ -262,7 +267,7 @@ class HonchoBackend(BackendBase):
         await self._ready()
         client, pool = self._client, self._pool
         if client is None or pool is None:
-            raise BackendError(f"{operation} failed: the backend is not open")
+            raise BackendClosedError(f"the {self.backend_name} backend is closed")
         try:
             future = asyncio.get_running_loop().run_in_executor(
                 pool, functools.partial(fn, client, *args)

@@ -544,8 +544,16 @@ def test_configuration() -> None:
     assert HonchoBackend(base_url="http://[::1]:8000").is_cloud is False
     assert HonchoBackend().is_cloud is True
     assert HonchoBackend(base_url="https://honcho.internal.example").is_cloud is True
-    for bad in ({"base_url": "ftp://x"}, {"timeout": 0}, {"max_workers": 0}, {"max_retries": -1}):
-        with pytest.raises(ValueError):  # noqa: PT011
+    bad_settings: list[dict[str, object]] = [
+        {"base_url": "ftp://x"},
+        {"workspace_id": "no spaces"},
+        {"workspace_id": ""},
+        {"timeout": 0},
+        {"max_workers": 0},
+        {"max_retries": -1},
+    ]
+    for bad in bad_settings:
+        with pytest.raises(InvalidInputError):
             HonchoBackend(**bad)  # type: ignore[arg-type]
 
 
