@@ -8,10 +8,11 @@ thread-pool hop, error translation and result mapping.
 
     PYTHONPATH=. python benchmarks/honcho_overhead.py [--repeat 2000]
 
-Overhead is the median of paired differences (each SDK call is followed by the adapter's), so
-drift affects both. On a busy machine the thread hop waits for a core, which inflates the
-wall-clock p50: the minimums and the CPU time per call (all threads of this process) show
-what the adapter itself costs.
+Overhead is the median of paired differences (the arms alternate call by call, so drift hits
+all of them). "SDK on thread" runs the same SDK calls through a one-thread pool from the event
+loop: what any async wrapper of a synchronous SDK pays for the hop ("of which hop"). On a busy
+machine that hop waits for a core and the GIL, which inflates every wall-clock p50; the
+minimums and the CPU time per call (all threads of this process) are steadier.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ import statistics
 import sys
 import time
 from collections.abc import Awaitable, Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -120,25 +122,24 @@ class Direct:
 
 
 async def paired(
-    sync_fn: Callable[[], Any], async_fn: Callable[[], Awaitable[Any]], repeat: int
-) -> tuple[list[float], list[float], float, float]:
-    """Alternate the two, so that drift (the fakes grow as stores add messages) hits both.
-
-    Returns wall-clock µs per call of each, then mean CPU µs per call of each (all of the
-    process's threads), which other processes on a busy machine do not inflate.
-    """
-    sdk, ours = [], []
-    sdk_cpu = our_cpu = 0
+    arms: list[Callable[[], Awaitable[Any]]], repeat: int
+) -> list[tuple[list[float], float]]:
+    """Alternate the arms call by call, so that drift (the fakes grow as stores add messages)
+    hits all of them. Per arm: wall-clock µs per call, and mean CPU µs per call (all of the
+    process's threads), which other processes on a busy machine do not inflate."""
+    walls: list[list[float]] = [[] for _ in arms]
+    cpus = [0] * len(arms)
     for _ in range(repeat):
-        cpu, start = time.process_time_ns(), time.perf_counter_ns()
-        sync_fn()
-        sdk.append((time.perf_counter_ns() - start) / 1000)
-        sdk_cpu += time.process_time_ns() - cpu
-        cpu, start = time.process_time_ns(), time.perf_counter_ns()
-        await async_fn()
-        ours.append((time.perf_counter_ns() - start) / 1000)
-        our_cpu += time.process_time_ns() - cpu
-    return sdk, ours, sdk_cpu / repeat / 1000, our_cpu / repeat / 1000
+        for i, arm in enumerate(arms):
+            cpu, start = time.process_time_ns(), time.perf_counter_ns()
+            await arm()
+            walls[i].append((time.perf_counter_ns() - start) / 1000)
+            cpus[i] += time.process_time_ns() - cpu
+    return [(wall, cpu / repeat / 1000) for wall, cpu in zip(walls, cpus, strict=True)]
+
+
+def diff(a: list[float], b: list[float]) -> float:
+    return statistics.median(y - x for x, y in zip(a, b, strict=True))
 
 
 async def main(repeat: int) -> None:
@@ -185,26 +186,37 @@ async def main(repeat: int) -> None:
             ),
         ]
         print(
-            f"{'operation':24} {'HTTP':>4} {'SDK p50':>8} {'adapter p50':>12} "
-            f"{'overhead p50':>13} {'SDK min':>8} {'adapter min':>12} "
-            f"{'SDK CPU':>8} {'adapter CPU':>12}   (µs per call)"
+            f"{'operation':22} {'HTTP':>4} {'SDK':>6} {'SDK on thread':>13} {'adapter':>8} "
+            f"{'overhead':>9} {'of which hop':>12} {'SDK min':>8} {'adapter min':>11} "
+            f"{'SDK CPU':>8} {'adapter CPU':>11}"
         )
-        for name, sync_fn, async_fn, calls in cases:
-            await paired(sync_fn, async_fn, max(20, repeat // 10))
-            sdk_times, our_times, sdk_cpu, our_cpu = await paired(sync_fn, async_fn, repeat)
-            sdk, ours = statistics.median(sdk_times), statistics.median(our_times)
-            extra = statistics.median(b - a for a, b in zip(sdk_times, our_times, strict=True))
-            print(
-                f"{name:24} {calls:>4} {sdk:>8.0f} {ours:>12.0f} {extra:>13.0f} "
-                f"{min(sdk_times):>8.0f} {min(our_times):>12.0f} {sdk_cpu:>8.0f} {our_cpu:>12.0f}"
-            )
+        print("(µs per call; p50 unless marked; overhead = adapter - SDK, paired)")
+        worker = ThreadPoolExecutor(1)
         loop = asyncio.get_running_loop()
+        for name, sync_fn, async_fn, calls in cases:
+
+            async def direct_arm(fn: Callable[[], Any] = sync_fn) -> Any:
+                return fn()
+
+            async def thread_arm(fn: Callable[[], Any] = sync_fn) -> Any:
+                return await loop.run_in_executor(worker, fn)
+
+            arms = [direct_arm, thread_arm, async_fn]
+            await paired(arms, max(20, repeat // 10))
+            (sdk, sdk_cpu), (hopped, _), (ours, our_cpu) = await paired(arms, repeat)
+            print(
+                f"{name:22} {calls:>4} {statistics.median(sdk):>6.0f} "
+                f"{statistics.median(hopped):>13.0f} {statistics.median(ours):>8.0f} "
+                f"{diff(sdk, ours):>9.0f} {diff(sdk, hopped):>12.0f} {min(sdk):>8.0f} "
+                f"{min(ours):>11.0f} {sdk_cpu:>8.0f} {our_cpu:>11.0f}"
+            )
+        worker.shutdown()
         hop = [0.0] * repeat
         for i in range(repeat):
             start = time.perf_counter_ns()
             await loop.run_in_executor(backend._pool, int)
             hop[i] = (time.perf_counter_ns() - start) / 1000
-        print(f"{'thread-pool hop alone':24} {0:>4} {'':>8} {statistics.median(hop):>12.0f}")
+        print(f"thread-pool hop alone, p50: {statistics.median(hop):.0f} µs")
 
 
 if __name__ == "__main__":
