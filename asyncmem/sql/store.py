@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import math
 import re
 import sqlite3
 import time
-from collections.abc import AsyncIterator, Iterator, Mapping
+from collections.abc import AsyncIterator, Iterable, Iterator, Mapping
 from contextlib import asynccontextmanager, contextmanager
 from typing import Any
 
@@ -409,3 +410,75 @@ class SQLBackend(BackendBase):
         async with self._run("forget_user", write=True) as conn:
             result = await conn.execute(statement)
         return int(result.rowcount)
+
+    async def scan(
+        self, user_id: str | None = None, *, page_size: int = 500
+    ) -> AsyncIterator[MemoryEntry]:
+        """Every memory (of ``user_id``, or of all users for ``None``) in a stable order.
+
+        Pages of ``page_size`` rows are read one transaction each, by primary key, so
+        memory use stays flat however large the store is. For operators and ``export``.
+        """
+        if user_id is not None:
+            check_id("user_id", user_id)
+        page_size = check_limit(page_size)
+        after: int | None = None
+        while True:
+            statement = select(Memory.id, *_ENTRY_COLUMNS).order_by(Memory.id).limit(page_size)
+            if user_id is not None:
+                statement = statement.where(Memory.user_id == user_id)
+            if after is not None:
+                statement = statement.where(Memory.id > after)
+            async with self._run("scan") as conn:
+                rows = (await conn.execute(statement)).all()
+            for row in rows:
+                yield _entry(row)
+            if len(rows) < page_size:
+                return
+            after = rows[-1].id
+
+    async def import_entries(self, entries: Iterable[MemoryEntry]) -> int:
+        """Upsert ``entries`` with their own ``created_at`` and ``updated_at``, all or nothing.
+
+        For restoring an export: unlike :meth:`store`, the timestamps are taken from the
+        entries, so an export imported into an empty store reproduces it exactly, and
+        importing the same entries twice changes nothing. Every entry is validated before
+        anything is written; one transaction covers the whole call. A key given twice keeps
+        its last entry. Returns the number of distinct memories written.
+        """
+        rows: dict[tuple[str, str], dict[str, Any]] = {}
+        for entry in entries:
+            user_id = check_id("user_id", entry.user_id)
+            key = check_id("key", entry.key)
+            created_at = _check_timestamp("created_at", entry.created_at)
+            updated_at = _check_timestamp("updated_at", entry.updated_at)
+            rows[(user_id, key)] = {
+                "user_id": user_id,
+                "key": key,
+                "value": check_value(entry.value),
+                "metadata": check_metadata(entry.metadata),
+                "created_at": created_at,
+                "updated_at": updated_at,
+            }
+        if not rows:
+            await self._ready()
+            return 0
+        insert = self._insert(Memory)
+        upsert = insert.on_conflict_do_update(
+            index_elements=[Memory.user_id, Memory.key],
+            set_={
+                Memory.value: insert.excluded.value,
+                Memory.metadata_: insert.excluded["metadata"],
+                Memory.created_at: insert.excluded.created_at,
+                Memory.updated_at: insert.excluded.updated_at,
+            },
+        )
+        async with self._run("import_entries", write=True) as conn:
+            await conn.execute(upsert, list(rows.values()))
+        return len(rows)
+
+
+def _check_timestamp(what: str, value: object) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        raise InvalidInputError(f"{what} must be a finite number of unix seconds")
+    return float(value)
