@@ -15,6 +15,7 @@ from typing import IO, Any
 
 import asyncmem
 from asyncmem.backend import (
+    MAX_LIMIT,
     MemoryBackend,
     MemoryEntry,
     check_id,
@@ -31,7 +32,7 @@ from asyncmem.sql.engine import (
     prepare_sqlite_file,
     sqlite_path,
 )
-from asyncmem.sql.store import SQLBackend
+from asyncmem.sql.store import MAX_IMPORT_BATCH, SQLBackend
 
 __all__ = ["main"]
 
@@ -150,6 +151,29 @@ def _jsonl(data: dict[str, Any]) -> str:
 def _one_line(text: str, width: int = 100) -> str:
     flat = " ".join(text.split())
     return flat if len(flat) <= width else flat[: width - 1] + "…"
+
+
+def _id(text: str) -> str:
+    """argparse type: a user id or key (so a bad one is a usage error, exit code 2)."""
+    try:
+        return check_id("it", text)
+    except InvalidInputError as exc:
+        raise argparse.ArgumentTypeError(str(exc).removeprefix("it ")) from None
+
+
+def _count(low: int, high: int) -> Callable[[str], int]:
+    """argparse type: an int from ``low`` to ``high``."""
+
+    def parse(text: str) -> int:
+        try:
+            number = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+        if not low <= number <= high:
+            raise argparse.ArgumentTypeError(f"must be between {low} and {high}")
+        return number
+
+    return parse
 
 
 def _json_object(text: str) -> dict[str, Any]:
@@ -345,8 +369,6 @@ def _import(args: argparse.Namespace) -> int:
     batches of ``--batch-size``, one transaction each. Importing the same file twice leaves
     the store as after the first time (lines without timestamps get the time of the import).
     """
-    if args.batch_size < 1:
-        raise InvalidInputError("--batch-size must be at least 1")
     started = time.perf_counter()
     now = time.time()
     with tempfile.SpooledTemporaryFile(max_size=64 * 1024 * 1024) as spool:
@@ -425,41 +447,181 @@ def _add_data_commands(sub: Any) -> None:
         return parser
 
     store = command("store", "store (or overwrite) one memory")
-    store.add_argument("user_id")
-    store.add_argument("key")
+    store.add_argument("user_id", type=_id)
+    store.add_argument("key", type=_id)
     store.add_argument("value", help="the memory's text; - reads it from stdin")
     store.add_argument("--metadata", type=_json_object, help="a JSON object stored alongside")
 
     get = command("get", "print one memory's value (exit 1 when there is none)")
-    get.add_argument("user_id")
-    get.add_argument("key")
+    get.add_argument("user_id", type=_id)
+    get.add_argument("key", type=_id)
 
     query = command("query", "memories of a user ranked by relevance to a question")
-    query.add_argument("user_id")
+    query.add_argument("user_id", type=_id)
     query.add_argument("text")
-    query.add_argument("--limit", type=int, default=10, help="at most this many (default 10)")
+    query.add_argument(
+        "--limit", type=_count(1, MAX_LIMIT), default=10, help="at most this many (default 10)"
+    )
 
     listing = command("list", "a user's keys, most recently updated first")
-    listing.add_argument("user_id")
+    listing.add_argument("user_id", type=_id)
 
     delete = command("delete", "delete one memory (exit 1 when there was none)")
-    delete.add_argument("user_id")
-    delete.add_argument("key")
+    delete.add_argument("user_id", type=_id)
+    delete.add_argument("key", type=_id)
 
     forget = command("forget", "erase every memory of a user")
-    forget.add_argument("user_id")
+    forget.add_argument("user_id", type=_id)
 
     export = command("export", "write memories as JSON lines (SQL stores)")
-    export.add_argument("--user", help="only this user's memories (default: everyone's)")
+    export.add_argument("--user", type=_id, help="only this user's memories (default: everyone's)")
     export.add_argument("-o", "--output", help="file to write (default: stdout)")
 
     load = command("import", "read JSON lines from export and upsert them (SQL stores)")
     load.add_argument("input", help="a JSONL file; - reads stdin")
-    load.add_argument("--batch-size", type=int, default=IMPORT_BATCH, help="lines per transaction")
+    load.add_argument(
+        "--batch-size",
+        type=_count(1, MAX_IMPORT_BATCH),
+        default=IMPORT_BATCH,
+        help="lines per transaction",
+    )
 
     mcp = sub.add_parser("mcp", help="serve the memory tool to MCP clients over stdio")
     mcp.add_argument("--backend", help="null, sqlite or a database URL")
-    mcp.add_argument("--user", help="serve only this user's memories (user_id is then implied)")
+    mcp.add_argument(
+        "--user", type=_id, help="serve only this user's memories (user_id is then implied)"
+    )
+
+
+def _eval(args: argparse.Namespace) -> int:
+    """Evaluate backends: null and a scratch SQLite file by default, Honcho when configured."""
+    import contextlib
+    import os
+    import time
+    from typing import cast
+
+    from asyncmem.backend import MemoryBackend
+    from asyncmem.evaluation import EvaluationReport, Workload, evaluate, write_chart
+    from asyncmem.evaluation.report import BackendResult
+
+    if args.size < 1 or args.concurrency < 1:
+        print("asyncmem eval: error: --size and --concurrency must be at least 1", file=sys.stderr)
+        return 2
+    specs = list(args.backend or ["null", "sqlite"])
+    if not args.backend and (os.environ.get("HONCHO_URL") or os.environ.get("HONCHO_BASE_URL")):
+        specs.append("honcho?")
+    workload = Workload(
+        size=args.size,
+        repetitions=min(300, args.size),
+        concurrent_operations=min(2000, args.size),
+        concurrency=args.concurrency,
+        dataset=args.dataset,
+    )
+    tty = sys.stderr.isatty()
+    shown: dict[str, str] = {}
+
+    def progress(name: str, phase: str, done: int, total: int) -> None:
+        if tty:
+            filled = int(24 * done / max(total, 1))
+            bar = "#" * filled + "." * (24 - filled)
+            print(f"\r{name:<14} {phase:<12} [{bar}] {done}/{total}  ", end="", file=sys.stderr)
+        elif shown.get(name) != phase:
+            shown[name] = phase
+            print(f"{name}: {phase} ...", file=sys.stderr)
+
+    async def run() -> EvaluationReport:
+        with tempfile.TemporaryDirectory(prefix="asyncmem-eval-") as scratch:
+            async with contextlib.AsyncExitStack() as stack:
+                backends: list[MemoryBackend] = []
+                for spec in specs:
+                    optional = spec.endswith("?")
+                    spec = spec.rstrip("?")
+                    if spec == "sqlite":
+                        spec = f"sqlite:///{Path(scratch) / 'eval.db'}"
+                    try:
+                        backend = open_backend(spec)
+                        backends.append(
+                            cast(MemoryBackend, await stack.enter_async_context(backend))
+                        )
+                    except (AsyncmemError, ImportError) as exc:
+                        if not optional:
+                            raise
+                        print(f"skipping {spec}: {exc}", file=sys.stderr)
+                return await evaluate(backends, workload=workload, progress=progress)
+
+    started = time.perf_counter()
+    report = asyncio.run(run())
+    if tty:
+        print(file=sys.stderr)
+    elapsed = time.perf_counter() - started
+
+    def cell(result: BackendResult, op: str) -> str:
+        stats = result.latency.get(op)
+        return "-" if stats is None else f"{stats.p50_ms:.2f}/{stats.p99_ms:.2f}"
+
+    header = (
+        "backend",
+        "score",
+        "checks",
+        "store ms",
+        "retrieve ms",
+        "query ms",
+        f"{workload.concurrency}-task ops/s",
+        "recall@10",
+        "MRR@10",
+        "data",
+    )
+    rows: list[tuple[str, ...]] = [header]
+    for r in report.results:
+        rows.append(
+            (
+                r.name,
+                f"{r.score.total:.1f}",
+                f"{r.checks_passed}/{len(r.checks)}",
+                cell(r, "store"),
+                cell(r, "retrieve"),
+                cell(r, "query"),
+                "-" if r.concurrency is None else f"{r.concurrency.ops_per_s:,.0f}",
+                "-" if r.relevance is None else f"{r.relevance.recall_at_10:.3f}",
+                "-" if r.relevance is None else f"{r.relevance.mrr_at_10:.3f}",
+                "leaves machine" if r.privacy.leaves_machine else "local",
+            )
+        )
+    widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
+    for number, row in enumerate(rows):
+        print(
+            "  ".join(
+                c.ljust(w) if i == 0 else c.rjust(w)
+                for i, (c, w) in enumerate(zip(row, widths, strict=True))
+            )
+        )
+        if number == 0:
+            print("  ".join("-" * w for w in widths))
+    print("(latency columns: p50/p99 over one call at a time)")
+    for r in report.results:
+        if r.relevance is not None and r.relevance.recall_at_10 > 0:
+            v = r.relevance
+            print(
+                f"{r.name} relevance on {v.dataset} ({v.queries} questions): recall@1 "
+                f"{v.recall_at_1:.3f}, recall@5 {v.recall_at_5:.3f}, recall@10 "
+                f"{v.recall_at_10:.3f}, MRR@10 {v.mrr_at_10:.3f}"
+            )
+        for error in r.errors:
+            print(f"{r.name}: {error}")
+    print(report.recommendation)
+    print(f"evaluated {len(report.results)} backend(s) in {elapsed:.1f} s")
+    if args.json:
+        Path(args.json).write_text(report.to_json() + "\n", encoding="utf-8")
+    if args.markdown:
+        Path(args.markdown).write_text(report.to_markdown(), encoding="utf-8")
+    if args.chart:
+        try:
+            write_chart(report, args.chart)
+        except ImportError as exc:
+            print(f"asyncmem: error: {exc}", file=sys.stderr)
+            return 1
+        print(f"chart: {args.chart}")
+    return 0
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -473,6 +635,25 @@ def _parser() -> argparse.ArgumentParser:
 
     demo = sub.add_parser("demo", help="store a few memories in a scratch store and query them")
     demo.add_argument("--backend", help="null or a database URL (default: a temporary file)")
+
+    ev = sub.add_parser("eval", help="compare backends: latency, relevance, privacy, score")
+    ev.add_argument(
+        "--backend",
+        action="append",
+        help="null, sqlite (a temporary file), honcho or a database URL; repeatable "
+        "(default: null and sqlite, plus honcho when HONCHO_URL is set)",
+    )
+    ev.add_argument(
+        "--size",
+        type=int,
+        default=2000,
+        help="memories in the timed set (default 2000; a smaller set also times fewer calls)",
+    )
+    ev.add_argument("--concurrency", type=int, default=32, help="concurrent tasks")
+    ev.add_argument("--dataset", help="your own labelled JSON/JSONL set (default: the shipped one)")
+    ev.add_argument("--json", metavar="PATH", help="write the full report as JSON")
+    ev.add_argument("--markdown", metavar="PATH", help="write the report as Markdown")
+    ev.add_argument("--chart", metavar="PATH", help="draw a PNG chart (needs asyncmem[chart])")
 
     db = sub.add_parser("db", help="manage the SQL schema (Alembic)")
     db.add_argument("action", choices=["upgrade", "downgrade", "current", "check"])
@@ -506,6 +687,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _info(args)
         if args.command == "demo":
             return asyncio.run(_demo(args))
+        if args.command == "eval":
+            return _eval(args)
         if args.command == "db":
             if args.url is None:
                 args.url = open_backend_url()
@@ -513,9 +696,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     except _Failed as exc:
         print(f"asyncmem: error: {exc}", file=sys.stderr)
         return 1
-    except InvalidInputError as exc:
-        print(f"asyncmem: error: {exc}", file=sys.stderr)
-        return 2
     except AsyncmemError as exc:
         print(f"asyncmem: error: {exc}", file=sys.stderr)
         return 1

@@ -17,6 +17,7 @@ import pytest
 
 from asyncmem import MemoryBackend, MemoryEntry, SQLBackend
 from asyncmem.cli import ENTRY_FIELDS, main
+from asyncmem.sql.store import MAX_IMPORT_BATCH
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -139,14 +140,19 @@ def test_value_and_metadata_from_the_command_line_and_stdin(
         (("store", "alice", "pet"), "required"),
         (("store", "alice", "pet", "v", "--metadata", "[1]"), "must be a JSON object"),
         (("store", "alice", "pet", "v", "--metadata", "{oops"), "not valid JSON"),
-        (("query", "alice", "cats", "--limit", "many"), "invalid int value"),
+        (("query", "alice", "cats", "--limit", "many"), "not a whole number: 'many'"),
         (("db", "sideways"), "invalid choice"),
         (("frobnicate",), "invalid choice"),
-        (("store", "alice", "", "v"), "key must not be empty"),
-        (("store", "", "pet", "v"), "user_id must not be empty"),
-        (("query", "alice", "cats", "--limit", "0"), "limit must be between"),
-        (("import", "-", "--batch-size", "0"), "--batch-size must be at least 1"),
-        (("get", "alice", "pet", "--backend", "mysql://x/y"), "unsupported database"),
+        (("store", "alice", "", "v"), "argument key: must not be empty"),
+        (("store", "", "pet", "v"), "argument user_id: must not be empty"),
+        (("get", "alice", "x" * 300), "argument key: is longer than 256 characters"),
+        (("export", "--user", ""), "argument --user: must not be empty"),
+        (
+            ("query", "alice", "cats", "--limit", "0"),
+            "argument --limit: must be between 1 and 1000",
+        ),
+        (("import", "-", "--batch-size", "0"), "--batch-size: must be between 1 and 1000"),
+        (("import", "-", "--batch-size", "1001"), "--batch-size: must be between 1 and 1000"),
     ],
 )
 def test_usage_errors_exit_2(
@@ -175,6 +181,14 @@ def test_failures_exit_1(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> 
     code, _, err = run(capsys, "export", "--backend", "null")
     assert code == 1
     assert "SQL store" in err
+    code, _, err = run(capsys, "get", "alice", "pet", "--backend", "mysql://x/y")
+    assert code == 1
+    assert "unsupported database" in err
+    code, _, err = run(
+        capsys, "store", "a", "k", "v\x00", "--backend", f"sqlite:///{tmp_path / 'm.db'}"
+    )
+    assert code == 1
+    assert "value must not contain NUL" in err
 
 
 def make_memories(url: str, count: int) -> None:
@@ -319,6 +333,7 @@ def executable() -> Path:
     return found
 
 
+@pytest.mark.slow
 def test_installed_executable(tmp_path: Path) -> None:
     exe = executable()
     url = f"sqlite:///{tmp_path / 'memory.db'}"
@@ -368,5 +383,10 @@ async def test_import_entries_and_scan_on_every_sql_store(store: MemoryBackend) 
     with pytest.raises(ValueError, match="key"):
         await store.import_entries([given[0], MemoryEntry("u", "", "v", {}, 1.0, 1.0)])
     assert await store.retrieve("u1", "a") == given[3], "a rejected batch wrote nothing"
+    too_many = [MemoryEntry("u", f"k{n}", "v", {}, 1.0, 1.0) for n in range(MAX_IMPORT_BATCH + 1)]
+    with pytest.raises(ValueError, match="at most"):
+        await store.import_entries(too_many)
+    assert await store.import_entries(too_many[:-1]) == MAX_IMPORT_BATCH
+    assert len(await store.list_keys("u")) == MAX_IMPORT_BATCH
     hits = await store.query("u1", "corrected")
     assert [hit.key for hit in hits] == ["a"], "imported memories are searchable"

@@ -103,9 +103,13 @@ async def test_concurrent_opens_migrate_once(database_url: str) -> None:
         await asyncio.gather(*(backend.open() for backend in backends))
         await asyncio.gather(*(b.store("alice", f"k{i}", "v") for i, b in enumerate(backends)))
         assert len(await backends[0].list_keys("alice")) == len(backends)
-        assert await migrate.current(backends[0].engine) == (migrate.head_revision(),)
     finally:
         await asyncio.gather(*(backend.aclose() for backend in backends))
+    engine = make_engine(normalize_url(database_url), pooled=False)
+    try:
+        assert await migrate.current(engine) == (migrate.head_revision(),)
+    finally:
+        await engine.dispose()
 
 
 def _alembic(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:

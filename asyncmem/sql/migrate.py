@@ -7,6 +7,7 @@ the newest one shipped and upgrades, or raises :class:`~asyncmem.errors.SchemaEr
 
 from __future__ import annotations
 
+import functools
 import io
 from pathlib import Path
 from typing import Any
@@ -54,11 +55,18 @@ def alembic_config(connection: Connection | None = None) -> Config:
     return config
 
 
-def head_revision() -> str:
-    head = ScriptDirectory.from_config(alembic_config()).get_current_head()
+@functools.cache
+def _shipped() -> tuple[str, frozenset[str]]:
+    """The newest shipped revision and all shipped revisions (read from disk once)."""
+    script = ScriptDirectory.from_config(alembic_config())
+    head = script.get_current_head()
     if head is None:  # pragma: no cover - the package always ships revisions
         raise SchemaError("asyncmem ships no migrations")
-    return head
+    return head, frozenset(rev.revision for rev in script.walk_revisions())
+
+
+def head_revision() -> str:
+    return _shipped()[0]
 
 
 def _current(connection: Connection) -> tuple[str, ...]:
@@ -66,12 +74,10 @@ def _current(connection: Connection) -> tuple[str, ...]:
 
 
 def _check_and_upgrade(connection: Connection, auto_migrate: bool) -> None:
-    script = ScriptDirectory.from_config(alembic_config())
-    head = script.get_current_head()
+    head, known = _shipped()
     revisions = _current(connection)
     if revisions == (head,):
         return
-    known = {rev.revision for rev in script.walk_revisions()}
     unknown = [rev for rev in revisions if rev not in known]
     if unknown:
         raise SchemaError(
@@ -114,8 +120,12 @@ async def ensure_schema(
 ) -> None:
     """Bring the schema to head, or raise :class:`SchemaError` if that is not allowed.
 
-    With ``auto_migrate`` and a PostgreSQL ``schema``, the schema is created if missing.
+    A database already at head costs one read and takes no lock. Otherwise the check is
+    repeated under the migration lock before anything changes. With ``auto_migrate`` and a
+    PostgreSQL ``schema``, the schema is created if missing.
     """
+    if await current(engine) == (head_revision(),):
+        return
     await _in_migration_transaction(
         engine,
         _check_and_upgrade,
@@ -141,6 +151,8 @@ async def downgrade(engine: AsyncEngine, revision: str) -> None:
 async def current(engine: AsyncEngine) -> tuple[str, ...]:
     """The database's revisions (empty for a database alembic has never touched)."""
     async with engine.connect() as conn:
+        if engine.dialect.name == "sqlite":
+            conn = await conn.execution_options(**{BEGIN_OPTION: None})
         revisions: tuple[str, ...] = await conn.run_sync(_current)
         return revisions
 

@@ -3,31 +3,17 @@
 from __future__ import annotations
 
 import asyncio
+import functools
+import json
 import math
 import re
-import sqlite3
 import time
-from collections.abc import AsyncIterator, Iterable, Iterator, Mapping
-from contextlib import asynccontextmanager, contextmanager
+from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from typing import Any
 
-from sqlalchemy import (
-    Double,
-    Row,
-    cast,
-    column,
-    delete,
-    func,
-    literal_column,
-    select,
-    table,
-    text,
-)
-from sqlalchemy import exc as sa_exc
+from sqlalchemy import bindparam, select
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import URL
-from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
-from sqlalchemy.sql.expression import ColumnClause, ColumnElement
 
 from asyncmem.backend import (
     BackendBase,
@@ -38,145 +24,61 @@ from asyncmem.backend import (
     check_text,
     check_value,
 )
-from asyncmem.errors import (
-    AsyncmemError,
-    BackendError,
-    BackendUnavailableError,
-    InvalidInputError,
-    SchemaError,
-)
+from asyncmem.errors import AsyncmemError, InvalidInputError
 from asyncmem.sql import migrate
+from asyncmem.sql.drivers import (
+    Driver,
+    PostgresDriver,
+    SQLiteDriver,
+    translate_errors,
+    translated,
+)
 from asyncmem.sql.engine import (
-    BEGIN_OPTION,
     is_local,
     make_engine,
     normalize_url,
     prepare_sqlite_file,
     sqlite_path,
 )
-from asyncmem.sql.models import FTS_TABLE, TSVECTOR_COLUMN, Memory
+from asyncmem.sql.models import Memory
 from asyncmem.sql.search import fts5_expression, query_terms, tsquery_expression
+from asyncmem.sql.statements import _DIALECTS, SQL, Statements, compile_sql, statements_for
 
 __all__ = ["SQLBackend"]
 
-_ENTRY_COLUMNS = (
-    Memory.user_id,
-    Memory.key,
-    Memory.value,
-    Memory.metadata_,
-    Memory.created_at,
-    Memory.updated_at,
-)
-_FTS = table(FTS_TABLE, column("rowid"))
-_FTS_MATCH: ColumnClause[Any] = literal_column(FTS_TABLE)
-_TSVECTOR: ColumnClause[Any] = literal_column(f"{Memory.__tablename__}.{TSVECTOR_COLUMN}")
-
 _SCHEMA = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,62}")
-_PG_REASONS: dict[str, tuple[str, type[AsyncmemError]]] = {
-    "08": ("cannot connect to the database server", BackendUnavailableError),
-    "28": ("the database server refused the credentials", BackendUnavailableError),
-    "3D": ("the database does not exist", BackendUnavailableError),
-    "53": ("the database server is out of resources", BackendUnavailableError),
-    "57014": ("the statement timed out", BackendUnavailableError),
-    "57": ("the database server is shutting down or restarting", BackendUnavailableError),
-    "42P01": ("the database schema is missing or outdated", SchemaError),
-    "42703": ("the database schema is missing or outdated", SchemaError),
-    "3F": ("the database schema is missing or outdated", SchemaError),
-    "25006": ("the database is read-only", BackendError),
-}
-_SQLITE_UNAVAILABLE = {"SQLITE_BUSY", "SQLITE_LOCKED", "SQLITE_CANTOPEN", "SQLITE_PROTOCOL"}
-_SQLITE_REASONS = {
-    "SQLITE_BUSY": "timed out waiting for the database lock",
-    "SQLITE_LOCKED": "the database table is locked",
-    "SQLITE_CANTOPEN": "cannot open the database file",
-    "SQLITE_READONLY": "the database is read-only",
-    "SQLITE_FULL": "the disk is full",
-    "SQLITE_CORRUPT": "the database file is corrupt",
-    "SQLITE_NOTADB": "the file is not a SQLite database",
-}
 
 
-def _entry(row: Row[Any], score: float | None = None) -> MemoryEntry:
-    return MemoryEntry(
-        user_id=row.user_id,
-        key=row.key,
-        value=row.value,
-        metadata=row.metadata,
-        created_at=row.created_at,
-        updated_at=row.updated_at,
-        score=score,
-    )
+def _metadata(raw: Any) -> dict[str, Any]:
+    loaded: dict[str, Any] = json.loads(raw) if isinstance(raw, str | bytes) else raw
+    return loaded
 
 
-def _sqlstate(orig: BaseException | None) -> str:
-    while orig is not None:
-        state = getattr(orig, "sqlstate", None)
-        if isinstance(state, str):
-            return state
-        orig = orig.__cause__
-    return ""
-
-
-def _reason(exc: sa_exc.DBAPIError) -> tuple[str, type[AsyncmemError]]:
-    """A message free of SQL and values, and the error class it calls for."""
-    orig = exc.orig
-    if isinstance(orig, sqlite3.Error):
-        name = getattr(orig, "sqlite_errorname", "SQLITE_ERROR")
-        family = "_".join(name.split("_", 2)[:2])
-        if str(orig).startswith(("no such table", "no such column")):
-            return "the database schema is missing or outdated", SchemaError
-        reason = _SQLITE_REASONS.get(family, f"SQLite error {name}")
-        unavailable = family in _SQLITE_UNAVAILABLE or family == "SQLITE_IOERR"
-        return reason, BackendUnavailableError if unavailable else BackendError
-    state = _sqlstate(orig)
-    for prefix in (state, state[:2]):
-        if prefix and prefix in _PG_REASONS:
-            reason, error = _PG_REASONS[prefix]
-            return f"{reason} (SQLSTATE {state})", error
-    if exc.connection_invalidated:
-        return "the database connection was lost", BackendUnavailableError
-    kind = type(orig).__name__ if orig is not None else type(exc).__name__
-    return f"database error {kind}" + (f" (SQLSTATE {state})" if state else ""), BackendError
-
-
-@contextmanager
-def _translate(operation: str) -> Iterator[None]:
-    """Map driver and SQLAlchemy errors to asyncmem's, once, at the boundary."""
-    try:
-        yield
-    except AsyncmemError:
-        raise
-    except sa_exc.DBAPIError as exc:
-        reason, error = _reason(exc)
-        raise error(f"{operation} failed: {reason}") from exc
-    except sa_exc.TimeoutError as exc:
-        raise BackendUnavailableError(f"{operation} failed: no free connection in time") from exc
-    except sa_exc.SQLAlchemyError as exc:
-        raise BackendError(f"{operation} failed: {type(exc).__name__}") from exc
-    except OSError as exc:
-        raise BackendUnavailableError(
-            f"{operation} failed: cannot reach the database ({type(exc).__name__})"
-        ) from exc
+def _entry(row: Any, score: float | None = None) -> MemoryEntry:
+    return MemoryEntry(row[0], row[1], row[2], _metadata(row[3]), row[4], row[5], score)
 
 
 class SQLBackend(BackendBase):
-    """Memories in a SQL database through SQLAlchemy: SQLite by default, PostgreSQL on request.
+    """Memories in a SQL database: SQLite by default, PostgreSQL on request.
 
     ``url`` is a SQLAlchemy URL (``sqlite:///path/memory.db``, ``postgresql://host/db``; the
     async driver is chosen for you); ``None`` is the embedded file in the user data directory.
     ``auto_migrate`` upgrades an older schema on open (default: on for SQLite, off for
     PostgreSQL, where an operator runs ``asyncmem db upgrade``). A schema newer than this code
-    always raises :class:`SchemaError`.
+    always raises :class:`~asyncmem.errors.SchemaError`.
 
-    PostgreSQL only: ``schema`` puts the tables in that schema (created on open when
+    SQLite: WAL with ``synchronous=NORMAL``. A returned write survives a crash of the process;
+    a power loss may lose the last moments of writes but never corrupts the file. Each write is
+    one statement holding the write lock only while it runs; writers in other processes wait up
+    to ``busy_timeout`` seconds. ``readers`` connections serve reads next to the writer.
+
+    PostgreSQL: ``schema`` puts the tables in that schema (created on open when
     ``auto_migrate``), so several stores can share one database; ``timeout`` bounds connecting
-    and each statement, in seconds. ``pool_size``, ``max_overflow`` and ``pool_timeout`` size
-    the connection pool on both dialects.
+    and each statement, in seconds; ``pool_size`` caps the connections.
 
-    Durability on SQLite: WAL with ``synchronous=NORMAL``. A returned write survives a crash
-    of the process; a power loss may lose the last moments of writes but never corrupts the
-    file. Writers take the lock up front (``BEGIN IMMEDIATE``) and wait up to
-    ``busy_timeout`` seconds for other processes.
+    The schema lives in the ORM model (:mod:`asyncmem.sql.models`) and Alembic; the statements
+    are built from that model and compiled once (:mod:`asyncmem.sql.statements`), then each
+    call is one round trip on the driver connection.
     """
 
     def __init__(
@@ -185,15 +87,19 @@ class SQLBackend(BackendBase):
         *,
         auto_migrate: bool | None = None,
         busy_timeout: float = 5.0,
+        readers: int = 2,
         schema: str | None = None,
         timeout: float = 30.0,
-        pool_size: int = 5,
-        max_overflow: int = 10,
-        pool_timeout: float = 30.0,
+        pool_size: int = 10,
     ) -> None:
         super().__init__()
         self._url = normalize_url(url)
         self.dialect = self._url.get_backend_name()
+        if self.dialect == "sqlite" and sqlite_path(self._url) is None:
+            raise InvalidInputError(
+                "in-memory SQLite is not supported: give a file path (a temporary directory "
+                "works), or use the null backend"
+            )
         if schema is not None and (self.dialect != "postgresql" or not _SCHEMA.fullmatch(schema)):
             raise InvalidInputError(
                 "schema must be a plain identifier ([A-Za-z_][A-Za-z0-9_]*, at most 63 "
@@ -203,18 +109,18 @@ class SQLBackend(BackendBase):
         self.backend_name = f"sql ({self.dialect})"
         self.is_cloud = not is_local(self._url)
         self.auto_migrate = self.dialect == "sqlite" if auto_migrate is None else auto_migrate
-        self._engine_options: dict[str, Any] = {
-            "busy_timeout": busy_timeout,
-            "pool_size": pool_size,
-            "max_overflow": max_overflow,
-            "pool_timeout": pool_timeout,
-            "timeout": timeout,
-            "schema": schema,
-        }
-        self._engine: AsyncEngine | None = None
-        self._insert = sqlite.insert if self.dialect == "sqlite" else postgresql.insert
-        # One writer at a time inside this process; other processes wait on the file lock.
-        self._write_lock = asyncio.Lock() if self.dialect == "sqlite" else None
+        self._busy_timeout = busy_timeout
+        self._timeout = timeout
+        self._sql: Statements = statements_for(self.dialect)
+        self._driver: Driver
+        if self.dialect == "sqlite":
+            self._driver = SQLiteDriver(
+                sqlite_path(self._url), busy_timeout=busy_timeout, readers=readers
+            )
+        else:
+            self._driver = PostgresDriver(
+                self._url, pool_size=pool_size, timeout=timeout, schema=schema
+            )
         self._last_time = 0.0
 
     @property
@@ -224,85 +130,71 @@ class SQLBackend(BackendBase):
 
     @property
     def path(self) -> str | None:
-        """The SQLite database file, or ``None`` for a server or an in-memory database."""
+        """The SQLite database file, or ``None`` for a server."""
         found = sqlite_path(self._url)
         return None if found is None else str(found)
-
-    @property
-    def engine(self) -> AsyncEngine:
-        """The SQLAlchemy engine (open the backend first)."""
-        if self._engine is None:
-            raise BackendError("the backend is not open")
-        return self._engine
 
     def __repr__(self) -> str:
         return f"SQLBackend({self.url!r})"
 
     async def _open(self) -> None:
-        with _translate("open"):
+        with translate_errors("open"):
             path = sqlite_path(self._url)
             if path is not None:
                 await asyncio.to_thread(prepare_sqlite_file, path)
-            engine = make_engine(self._url, **self._engine_options)
+            engine = make_engine(
+                self._url,
+                pooled=False,
+                busy_timeout=self._busy_timeout,
+                timeout=self._timeout,
+                schema=self.schema,
+            )
             try:
                 await migrate.ensure_schema(
                     engine, auto_migrate=self.auto_migrate, schema=self.schema
                 )
-            except BaseException:
+            finally:
                 await engine.dispose()
-                raise
-            self._engine = engine
+            await self._driver.open()
 
     async def _close(self) -> None:
-        if self._engine is not None:
-            await self._engine.dispose()
-            self._engine = None
+        await self._driver.close()
 
-    @asynccontextmanager
-    async def _run(self, operation: str, *, write: bool = False) -> AsyncIterator[AsyncConnection]:
-        """One connection and one transaction for one call, with errors translated."""
+    async def _fetch(
+        self, operation: str, sql: SQL, args: Sequence[Any], *, write: bool = False
+    ) -> list[Any]:
+        """Run one statement for ``operation`` (opening first if need be); return its rows."""
         await self._ready()
-        with _translate(operation):
-            if write and self._write_lock is not None:
-                async with self._write_lock, self._transaction(write) as conn:
-                    yield conn
-            else:
-                async with self._transaction(write) as conn:
-                    yield conn
+        try:
+            return await self._driver.fetch(sql, args, write=write)
+        except Exception as exc:
+            error = translated(operation, exc)
+            if error is None or error is exc:
+                raise
+            raise error from exc
 
-    @asynccontextmanager
-    async def _transaction(self, write: bool) -> AsyncIterator[AsyncConnection]:
-        async with self.engine.connect() as conn:
-            if self.dialect == "sqlite":
-                conn = await conn.execution_options(
-                    **{BEGIN_OPTION: "IMMEDIATE" if write else None}
-                )
-            async with conn.begin():
-                yield conn
+    async def _execute(self, operation: str, sql: SQL, args: Sequence[Any]) -> int:
+        """Run one writing statement for ``operation``; return how many rows it changed."""
+        await self._ready()
+        try:
+            return await self._driver.execute(sql, args)
+        except Exception as exc:
+            error = translated(operation, exc)
+            if error is None or error is exc:
+                raise
+            raise error from exc
 
-    def _timestamps(self) -> tuple[float | ColumnElement[float], float | ColumnElement[float]]:
-        """When a write happens, as (time of an insert, time of an update), in commit order.
-
-        SQLite: this process's clock, read under the write lock and never repeating.
-        PostgreSQL: the server's clock. An insert uses the statement's start time; an update
-        reads the clock after the row lock is granted, so of concurrent writers to one key
-        the last to commit has the latest ``updated_at``.
-        """
-        if self.dialect == "postgresql":
-            return (
-                cast(func.extract("epoch", func.statement_timestamp()), Double),
-                cast(func.extract("epoch", func.clock_timestamp()), Double),
-            )
+    def _now(self) -> float:
+        """This process's clock, never repeating, for SQLite writes (which it serialises)."""
         now = max(time.time(), self._last_time + 1e-6)
         self._last_time = now
-        return now, now
+        return now
 
     async def is_available(self) -> bool:
         if self.closed:
             return False
         try:
-            async with self._run("is_available") as conn:
-                await conn.execute(text("SELECT 1"))
+            await self._fetch("is_available", self._sql.ping, ())
         except AsyncmemError:
             return False
         return True
@@ -314,38 +206,22 @@ class SQLBackend(BackendBase):
         value: str,
         metadata: Mapping[str, Any] | None = None,
     ) -> MemoryEntry:
-        user_id = check_id("user_id", user_id)
-        key = check_id("key", key)
-        value = check_value(value)
+        check_id("user_id", user_id)
+        check_id("key", key)
+        check_value(value)
         clean = check_metadata(metadata)
-        async with self._run("store", write=True) as conn:
-            inserted_at, updated_at = self._timestamps()
-            insert = self._insert(Memory).values(
-                user_id=user_id,
-                key=key,
-                value=value,
-                metadata_=clean,
-                created_at=inserted_at,
-                updated_at=inserted_at,
-            )
-            upsert = insert.on_conflict_do_update(
-                index_elements=[Memory.user_id, Memory.key],
-                set_={
-                    Memory.value: insert.excluded.value,
-                    Memory.metadata_: insert.excluded["metadata"],
-                    Memory.updated_at: updated_at,
-                },
-            ).returning(Memory.created_at, Memory.updated_at)
-            row = (await conn.execute(upsert)).one()
-        return MemoryEntry(user_id, key, value, clean, float(row.created_at), row.updated_at)
+        args = self._sql.upsert.args(
+            user_id=user_id, key=key, value=value, metadata=json.dumps(clean), now=self._now()
+        )
+        (row,) = await self._fetch("store", self._sql.upsert, args, write=True)
+        return MemoryEntry(user_id, key, value, clean, row[0], row[1])
 
     async def retrieve(self, user_id: str, key: str) -> MemoryEntry | None:
         check_id("user_id", user_id)
         check_id("key", key)
-        statement = select(*_ENTRY_COLUMNS).where(Memory.user_id == user_id, Memory.key == key)
-        async with self._run("retrieve") as conn:
-            row = (await conn.execute(statement)).one_or_none()
-        return None if row is None else _entry(row)
+        args = self._sql.retrieve.args(user_id=user_id, key=key)
+        rows = await self._fetch("retrieve", self._sql.retrieve, args)
+        return _entry(rows[0]) if rows else None
 
     async def query(self, user_id: str, text: str, limit: int = 10) -> list[MemoryEntry]:
         """Memories of ``user_id`` ranked by relevance to the question ``text``.
@@ -362,80 +238,51 @@ class SQLBackend(BackendBase):
         if not terms:
             await self._ready()
             return []
-        if self.dialect == "sqlite":
-            rank = func.bm25(_FTS_MATCH)
-            statement = (
-                select(*_ENTRY_COLUMNS, (-rank).label("score"))
-                .select_from(_FTS.join(Memory, Memory.id == _FTS.c.rowid))
-                .where(_FTS_MATCH.match(fts5_expression(terms)), Memory.user_id == user_id)
-                .order_by(rank, Memory.id)
-                .limit(limit)
-            )
-        else:
-            tsquery = func.to_tsquery(
-                literal_column("'english'::regconfig"), tsquery_expression(terms)
-            )
-            score = func.ts_rank_cd(_TSVECTOR, tsquery)
-            statement = (
-                select(*_ENTRY_COLUMNS, score.label("score"))
-                .where(_TSVECTOR.bool_op("@@")(tsquery), Memory.user_id == user_id)
-                .order_by(score.desc(), Memory.id)
-                .limit(limit)
-            )
-        async with self._run("query") as conn:
-            rows = (await conn.execute(statement)).all()
-        return [_entry(row, float(row.score)) for row in rows]
+        expression = (
+            fts5_expression(terms) if self.dialect == "sqlite" else tsquery_expression(terms)
+        )
+        args = self._sql.query.args(match=expression, user_id=user_id, limit=limit)
+        rows = await self._fetch("query", self._sql.query, args)
+        return [_entry(row, float(row[6])) for row in rows]
 
     async def list_keys(self, user_id: str) -> list[str]:
         check_id("user_id", user_id)
-        statement = (
-            select(Memory.key)
-            .where(Memory.user_id == user_id)
-            .order_by(Memory.updated_at.desc(), Memory.id.desc())
-        )
-        async with self._run("list_keys") as conn:
-            return list((await conn.scalars(statement)).all())
+        args = self._sql.list_keys.args(user_id=user_id)
+        rows = await self._fetch("list_keys", self._sql.list_keys, args)
+        return [row[0] for row in rows]
 
     async def delete(self, user_id: str, key: str) -> bool:
         check_id("user_id", user_id)
         check_id("key", key)
-        statement = delete(Memory).where(Memory.user_id == user_id, Memory.key == key)
-        async with self._run("delete", write=True) as conn:
-            result = await conn.execute(statement)
-        return bool(result.rowcount)
+        args = self._sql.delete.args(user_id=user_id, key=key)
+        return await self._execute("delete", self._sql.delete, args) > 0
 
     async def forget_user(self, user_id: str) -> int:
         check_id("user_id", user_id)
-        statement = delete(Memory).where(Memory.user_id == user_id)
-        async with self._run("forget_user", write=True) as conn:
-            result = await conn.execute(statement)
-        return int(result.rowcount)
+        args = self._sql.forget_user.args(user_id=user_id)
+        return await self._execute("forget_user", self._sql.forget_user, args)
 
     async def scan(
         self, user_id: str | None = None, *, page_size: int = 500
     ) -> AsyncIterator[MemoryEntry]:
         """Every memory (of ``user_id``, or of all users for ``None``) in a stable order.
 
-        Pages of ``page_size`` rows are read one transaction each, by primary key, so
-        memory use stays flat however large the store is. For operators and ``export``.
+        Pages of ``page_size`` rows are read one statement each, by primary key, so memory
+        use stays flat however large the store is. For operators and ``export``.
         """
         if user_id is not None:
             check_id("user_id", user_id)
         page_size = check_limit(page_size)
-        after: int | None = None
+        sql = _scan_sql(self.dialect, user_id is not None)
+        after = 0
         while True:
-            statement = select(Memory.id, *_ENTRY_COLUMNS).order_by(Memory.id).limit(page_size)
-            if user_id is not None:
-                statement = statement.where(Memory.user_id == user_id)
-            if after is not None:
-                statement = statement.where(Memory.id > after)
-            async with self._run("scan") as conn:
-                rows = (await conn.execute(statement)).all()
+            args = sql.args(user_id=user_id, after=after, limit=page_size)
+            rows = await self._fetch("scan", sql, args)
             for row in rows:
                 yield _entry(row)
             if len(rows) < page_size:
                 return
-            after = rows[-1].id
+            after = rows[-1][6]
 
     async def import_entries(self, entries: Iterable[MemoryEntry]) -> int:
         """Upsert ``entries`` with their own ``created_at`` and ``updated_at``, all or nothing.
@@ -443,42 +290,78 @@ class SQLBackend(BackendBase):
         For restoring an export: unlike :meth:`store`, the timestamps are taken from the
         entries, so an export imported into an empty store reproduces it exactly, and
         importing the same entries twice changes nothing. Every entry is validated before
-        anything is written; one transaction covers the whole call. A key given twice keeps
-        its last entry. Returns the number of distinct memories written.
+        anything is written, and one statement writes them all, so a call either writes
+        every entry or none. At most :data:`MAX_IMPORT_BATCH` distinct memories a call; a
+        key given twice keeps its last entry. Returns the number of memories written.
         """
-        rows: dict[tuple[str, str], dict[str, Any]] = {}
+        rows: dict[tuple[str, str], tuple[Any, ...]] = {}
         for entry in entries:
             user_id = check_id("user_id", entry.user_id)
             key = check_id("key", entry.key)
-            created_at = _check_timestamp("created_at", entry.created_at)
-            updated_at = _check_timestamp("updated_at", entry.updated_at)
-            rows[(user_id, key)] = {
-                "user_id": user_id,
-                "key": key,
-                "value": check_value(entry.value),
-                "metadata": check_metadata(entry.metadata),
-                "created_at": created_at,
-                "updated_at": updated_at,
-            }
+            rows[(user_id, key)] = (
+                user_id,
+                key,
+                check_value(entry.value),
+                json.dumps(check_metadata(entry.metadata)),
+                _check_timestamp("created_at", entry.created_at),
+                _check_timestamp("updated_at", entry.updated_at),
+            )
+        if len(rows) > MAX_IMPORT_BATCH:
+            raise InvalidInputError(f"import at most {MAX_IMPORT_BATCH} memories a call")
         if not rows:
             await self._ready()
             return 0
-        insert = self._insert(Memory)
-        upsert = insert.on_conflict_do_update(
-            index_elements=[Memory.user_id, Memory.key],
-            set_={
-                Memory.value: insert.excluded.value,
-                Memory.metadata_: insert.excluded["metadata"],
-                Memory.created_at: insert.excluded.created_at,
-                Memory.updated_at: insert.excluded.updated_at,
-            },
-        )
-        async with self._run("import_entries", write=True) as conn:
-            await conn.execute(upsert, list(rows.values()))
+        sql = _import_sql(self.dialect, len(rows))
+        named = {
+            f"{field}_{n}": value
+            for n, row in enumerate(rows.values())
+            for field, value in zip(_IMPORT_FIELDS, row, strict=True)
+        }
+        await self._execute("import_entries", sql, sql.args(**named))
         return len(rows)
+
+
+_IMPORT_FIELDS = ("user_id", "key", "value", "metadata_", "created_at", "updated_at")
+MAX_IMPORT_BATCH = 1000
+"""Most memories one :meth:`SQLBackend.import_entries` call takes (one statement's worth)."""
 
 
 def _check_timestamp(what: str, value: object) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
         raise InvalidInputError(f"{what} must be a finite number of unix seconds")
     return float(value)
+
+
+@functools.cache
+def _scan_sql(dialect_name: str, one_user: bool) -> SQL:
+    """A page of memories after a primary key, with that key last in each row."""
+    columns = (Memory.user_id, Memory.key, Memory.value, Memory.metadata_)
+    statement = (
+        select(*columns, Memory.created_at, Memory.updated_at, Memory.id)
+        .where(Memory.id > bindparam("after"))
+        .order_by(Memory.id)
+        .limit(bindparam("limit"))
+    )
+    if one_user:
+        statement = statement.where(Memory.user_id == bindparam("user_id"))
+    return compile_sql(statement, _DIALECTS[dialect_name])
+
+
+@functools.lru_cache(maxsize=8)
+def _import_sql(dialect_name: str, count: int) -> SQL:
+    """One statement upserting ``count`` memories with the timestamps given, in that order."""
+    values: list[dict[str, Any]] = [
+        {name: bindparam(f"{name}_{n}") for name in _IMPORT_FIELDS} for n in range(count)
+    ]
+    insert = (sqlite.insert if dialect_name == "sqlite" else postgresql.insert)(Memory)
+    statement = insert.values(values)
+    upsert = statement.on_conflict_do_update(
+        index_elements=[Memory.user_id, Memory.key],
+        set_={
+            Memory.value: statement.excluded.value,
+            Memory.metadata_: statement.excluded["metadata"],
+            Memory.created_at: statement.excluded.created_at,
+            Memory.updated_at: statement.excluded.updated_at,
+        },
+    )
+    return compile_sql(upsert, _DIALECTS[dialect_name])

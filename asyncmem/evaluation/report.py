@@ -1,0 +1,393 @@
+"""Evaluation results as dataclasses, the score rubric, and JSON / Markdown / PNG output.
+
+Score rubric (out of 100; the prototype's four headings and weights, measured better):
+
+- **Availability (20)**: 20 when the backend opened and ``is_available()`` returned True,
+  else 0 (and nothing else is measured).
+- **Functionality (40)**: 25 x the share of functional checks passed, plus 15 x recall@10 on
+  the labelled set (a store that keeps memories but cannot find them is half a memory).
+- **Latency (20)**: for each operation timed one at a time, up to 5 points for its p50 and 5
+  for its p99 (thresholds below); the mean over operations, doubled. Percentiles, not one
+  sample: a backend with a slow tail loses points a mean would hide.
+  p50 ≤ 1 ms: 5, ≤ 5 ms: 4, ≤ 20 ms: 3, ≤ 100 ms: 2, ≤ 500 ms: 1, else 0;
+  p99 ≤ 5 ms: 5, ≤ 20 ms: 4, ≤ 100 ms: 3, ≤ 500 ms: 2, ≤ 2 s: 1, else 0.
+- **Privacy (20)**: 20 when the data stays on this machine, 5 when it leaves it (as the
+  prototype scored local against cloud).
+
+The null backend scores 60 (available, instant, private, and keeps nothing): the score ranks,
+the recommendation decides, and it only considers backends that passed every check.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from asyncmem.evaluation.relevance import RelevanceResult
+from asyncmem.evaluation.timing import LatencyStats
+from asyncmem.evaluation.workloads import CheckResult, ConcurrencyResult, Workload
+
+__all__ = [
+    "BackendResult",
+    "Cost",
+    "EvaluationReport",
+    "Privacy",
+    "Score",
+    "recommend",
+    "score",
+    "to_markdown",
+    "write_chart",
+]
+
+P50_POINTS = ((1.0, 5), (5.0, 4), (20.0, 3), (100.0, 2), (500.0, 1))
+P99_POINTS = ((5.0, 5), (20.0, 4), (100.0, 3), (500.0, 2), (2000.0, 1))
+
+
+@dataclass(frozen=True, slots=True)
+class Privacy:
+    """Where the memories live and who else sees them."""
+
+    location: str
+    leaves_machine: bool
+    needs_key: bool
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "location": self.location,
+            "leaves_machine": self.leaves_machine,
+            "needs_key": self.needs_key,
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Privacy:
+        return cls(str(data["location"]), bool(data["leaves_machine"]), bool(data["needs_key"]))
+
+
+@dataclass(frozen=True, slots=True)
+class Cost:
+    """Network use during the evaluation: ``None`` where it could not be measured."""
+
+    network_calls: int | None
+    network_bytes: int | None
+    note: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "network_calls": self.network_calls,
+            "network_bytes": self.network_bytes,
+            "note": self.note,
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Cost:
+        calls, sent = data.get("network_calls"), data.get("network_bytes")
+        return cls(
+            None if calls is None else int(calls),
+            None if sent is None else int(sent),
+            str(data.get("note", "")),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Score:
+    """Points under each heading of the rubric in this module's docstring."""
+
+    availability: float
+    functionality: float
+    latency: float
+    privacy: float
+
+    @property
+    def total(self) -> float:
+        return self.availability + self.functionality + self.latency + self.privacy
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "availability": self.availability,
+            "functionality": self.functionality,
+            "latency": self.latency,
+            "privacy": self.privacy,
+            "total": self.total,
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Score:
+        return cls(
+            float(data["availability"]),
+            float(data["functionality"]),
+            float(data["latency"]),
+            float(data["privacy"]),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class BackendResult:
+    """Everything measured about one backend. ``errors`` lists phases that raised."""
+
+    name: str
+    available: bool
+    privacy: Privacy
+    cost: Cost
+    score: Score
+    checks: list[CheckResult] = field(default_factory=list)
+    latency: dict[str, LatencyStats] = field(default_factory=dict)
+    concurrency: ConcurrencyResult | None = None
+    relevance: RelevanceResult | None = None
+    errors: list[str] = field(default_factory=list)
+    duration_s: float = 0.0
+
+    @property
+    def checks_passed(self) -> int:
+        return sum(check.passed for check in self.checks)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "available": self.available,
+            "privacy": self.privacy.to_dict(),
+            "cost": self.cost.to_dict(),
+            "score": self.score.to_dict(),
+            "checks": [check.to_dict() for check in self.checks],
+            "latency": {op: stats.to_dict() for op, stats in self.latency.items()},
+            "concurrency": None if self.concurrency is None else self.concurrency.to_dict(),
+            "relevance": None if self.relevance is None else self.relevance.to_dict(),
+            "errors": list(self.errors),
+            "duration_s": self.duration_s,
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> BackendResult:
+        concurrency, relevance = data.get("concurrency"), data.get("relevance")
+        return cls(
+            name=str(data["name"]),
+            available=bool(data["available"]),
+            privacy=Privacy.from_dict(data["privacy"]),
+            cost=Cost.from_dict(data["cost"]),
+            score=Score.from_dict(data["score"]),
+            checks=[CheckResult.from_dict(c) for c in data.get("checks", [])],
+            latency={op: LatencyStats.from_dict(s) for op, s in data.get("latency", {}).items()},
+            concurrency=None if concurrency is None else ConcurrencyResult.from_dict(concurrency),
+            relevance=None if relevance is None else RelevanceResult.from_dict(relevance),
+            errors=[str(e) for e in data.get("errors", [])],
+            duration_s=float(data.get("duration_s", 0.0)),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class EvaluationReport:
+    """The results of one :func:`~asyncmem.evaluation.evaluate` call, best backend named."""
+
+    created_at: str
+    asyncmem_version: str
+    workload: Workload
+    results: list[BackendResult]
+    recommendation: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "created_at": self.created_at,
+            "asyncmem_version": self.asyncmem_version,
+            "workload": self.workload.to_dict(),
+            "results": [result.to_dict() for result in self.results],
+            "recommendation": self.recommendation,
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> EvaluationReport:
+        return cls(
+            created_at=str(data["created_at"]),
+            asyncmem_version=str(data["asyncmem_version"]),
+            workload=Workload.from_dict(data["workload"]),
+            results=[BackendResult.from_dict(r) for r in data["results"]],
+            recommendation=str(data["recommendation"]),
+        )
+
+    def to_json(self, *, indent: int | None = 2) -> str:
+        return json.dumps(self.to_dict(), indent=indent, ensure_ascii=False)
+
+    @classmethod
+    def from_json(cls, text: str) -> EvaluationReport:
+        return cls.from_dict(json.loads(text))
+
+    def to_markdown(self) -> str:
+        return to_markdown(self)
+
+
+def _points(value_ms: float, table: tuple[tuple[float, int], ...]) -> int:
+    for limit, points in table:
+        if value_ms <= limit:
+            return points
+    return 0
+
+
+def score(
+    *,
+    available: bool,
+    checks: list[CheckResult],
+    latency: dict[str, LatencyStats],
+    relevance: RelevanceResult | None,
+    privacy: Privacy,
+) -> Score:
+    """Apply the rubric in this module's docstring."""
+    if not available:
+        return Score(0.0, 0.0, 0.0, 0.0)
+    passed = sum(check.passed for check in checks) / len(checks) if checks else 0.0
+    recall = relevance.recall_at_10 if relevance is not None else 0.0
+    functionality = 25.0 * passed + 15.0 * recall
+    if latency:
+        per_op = [
+            _points(s.p50_ms, P50_POINTS) + _points(s.p99_ms, P99_POINTS) for s in latency.values()
+        ]
+        latency_points = 2.0 * sum(per_op) / len(per_op)
+    else:
+        latency_points = 0.0
+    return Score(
+        availability=20.0,
+        functionality=round(functionality, 2),
+        latency=round(latency_points, 2),
+        privacy=5.0 if privacy.leaves_machine else 20.0,
+    )
+
+
+def recommend(results: list[BackendResult]) -> str:
+    """One sentence naming the backend to use and why."""
+    working = [r for r in results if r.available and r.checks and r.checks_passed == len(r.checks)]
+    if not working:
+        if not results:
+            return "Nothing was evaluated."
+        return (
+            "No evaluated backend passed every functional check; none can be recommended "
+            "to keep memories (see the failed checks)."
+        )
+    best = max(working, key=lambda r: r.score.total)
+    parts = [f"Use {best.name}: it scored {best.score.total:.0f}/100"]
+    if best.relevance is not None:
+        parts.append(f"found {best.relevance.recall_at_10:.0%} of the answers in its top 10")
+    query = best.latency.get("query")
+    if query is not None:
+        parts.append(f"answered a query in {query.p50_ms:.2f} ms at the median")
+    where = (
+        "its data leaves this machine"
+        if best.privacy.leaves_machine
+        else ("its data stays on this machine")
+    )
+    return ", ".join(parts) + f", and {where}."
+
+
+def to_markdown(report: EvaluationReport) -> str:
+    """A Markdown report: summary table, latency table, relevance, privacy and checks."""
+    w = report.workload
+    lines = [
+        "# asyncmem evaluation",
+        "",
+        f"{report.created_at}, asyncmem {report.asyncmem_version}; {w.size} memories, "
+        f"{w.repetitions} timed calls per operation after {w.warmup} warm-up calls, "
+        f"{w.concurrency} concurrent tasks ({w.write_ratio:.0%} writes).",
+        "",
+        f"**{report.recommendation}**",
+        "",
+        "| backend | score | avail. | function | latency | privacy | checks | recall@10 | MRR@10 "
+        "| concurrent ops/s | concurrent p99 ms |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for r in report.results:
+        rel = r.relevance
+        con = r.concurrency
+        lines.append(
+            f"| {r.name} | {r.score.total:.1f} | {r.score.availability:.0f} | "
+            f"{r.score.functionality:.1f} | {r.score.latency:.1f} | {r.score.privacy:.0f} | "
+            f"{r.checks_passed}/{len(r.checks)} | "
+            f"{'-' if rel is None else f'{rel.recall_at_10:.3f}'} | "
+            f"{'-' if rel is None else f'{rel.mrr_at_10:.3f}'} | "
+            f"{'-' if con is None else f'{con.ops_per_s:,.0f}'} | "
+            f"{'-' if con is None or con.latency is None else f'{con.latency.p99_ms:.2f}'} |"
+        )
+    lines += ["", "## Latency (ms, one call at a time)", ""]
+    lines += [
+        "| backend | operation | p50 | p95 | p99 | max | ops/s |",
+        "|---|---|---:|---:|---:|---:|---:|",
+    ]
+    for r in report.results:
+        for op, s in r.latency.items():
+            lines.append(
+                f"| {r.name} | {op} | {s.p50_ms:.3f} | {s.p95_ms:.3f} | {s.p99_ms:.3f} | "
+                f"{s.max_ms:.3f} | {s.ops_per_s:,.0f} |"
+            )
+    lines += ["", "## Relevance", ""]
+    lines += ["| backend | data set | queries | recall@1 | recall@5 | recall@10 | MRR@10 |"]
+    lines += ["|---|---|---:|---:|---:|---:|---:|"]
+    for r in report.results:
+        if r.relevance is not None:
+            v = r.relevance
+            lines.append(
+                f"| {r.name} | {v.dataset} | {v.queries} | {v.recall_at_1:.3f} | "
+                f"{v.recall_at_5:.3f} | {v.recall_at_10:.3f} | {v.mrr_at_10:.3f} |"
+            )
+    lines += ["", "## Privacy and cost", ""]
+    lines += ["| backend | data lives in | leaves the machine | needs a key | network |"]
+    lines += ["|---|---|---|---|---|"]
+    for r in report.results:
+        p = r.privacy
+        lines.append(
+            f"| {r.name} | {p.location} | {'yes' if p.leaves_machine else 'no'} | "
+            f"{'yes' if p.needs_key else 'no'} | {r.cost.note} |"
+        )
+    lines += ["", "## Functional checks", ""]
+    for r in report.results:
+        for check in r.checks:
+            mark = "pass" if check.passed else f"FAIL: {check.reason}"
+            lines.append(f"- {r.name} · {check.name}: {mark}")
+        for error in r.errors:
+            lines.append(f"- {r.name} · error: {error}")
+    return "\n".join(lines) + "\n"
+
+
+def write_chart(report: EvaluationReport, path: str | Path) -> Path:
+    """Draw latency percentiles per operation and relevance per backend into a PNG.
+
+    Needs matplotlib (``pip install 'asyncmem[chart]'``); raises ``ImportError`` saying so.
+    """
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError as exc:
+        raise ImportError(
+            "drawing the chart needs matplotlib: pip install 'asyncmem[chart]'"
+        ) from exc
+    path = Path(path)
+    results = report.results
+    fig, (left, right) = plt.subplots(1, 2, figsize=(13, 5), width_ratios=(2, 1))
+    ops = list(dict.fromkeys(op for r in results for op in r.latency))
+    colors = plt.get_cmap("tab10")
+    shades = {"p50": 1.0, "p95": 0.65, "p99": 0.35}
+    series = [(n, r, pct) for n, r in enumerate(results) if r.latency for pct in shades]
+    width = 0.8 / max(len(series), 1)
+    for index, (n, r, pct) in enumerate(series):
+        xs = [i + (index - (len(series) - 1) / 2) * width for i in range(len(ops))]
+        ys = [getattr(r.latency[op], pct + "_ms") if op in r.latency else 0.0 for op in ops]
+        left.bar(xs, ys, width, label=f"{r.name} {pct}", color=colors(n), alpha=shades[pct])
+    left.set_xticks(range(len(ops)), ops)
+    left.set_yscale("log")
+    left.set_ylabel("milliseconds (log scale)")
+    left.set_title("Latency per operation")
+    left.legend(fontsize="small", ncols=max(1, len(results)))
+    metrics = ("recall_at_1", "recall_at_5", "recall_at_10", "mrr_at_10")
+    labels = ("recall@1", "recall@5", "recall@10", "MRR@10")
+    width = 0.8 / max(len(results), 1)
+    for index, r in enumerate(results):
+        xs = [i + (index - (len(results) - 1) / 2) * width for i in range(len(metrics))]
+        ys = [0.0 if r.relevance is None else getattr(r.relevance, m) for m in metrics]
+        right.bar(xs, ys, width, label=r.name, color=colors(index))
+    right.set_xticks(range(len(metrics)), labels)
+    right.set_ylim(0, 1)
+    right.set_title("Relevance on the labelled set")
+    right.legend(fontsize="small")
+    fig.suptitle(f"asyncmem evaluation ({report.workload.size} memories)")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path

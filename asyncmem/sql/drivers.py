@@ -1,0 +1,235 @@
+"""The two driver bridges of the SQL store: each call one round trip to the database.
+
+:class:`SQLiteDriver` keeps one aiosqlite writer connection and a few reader connections
+(WAL lets them read while the writer writes); :class:`PostgresDriver` an asyncpg pool. Both
+run SQL compiled by :mod:`asyncmem.sql.statements`, and :func:`translate_errors` maps what
+they raise to asyncmem's errors, once, at this boundary.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import sqlite3
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Protocol
+
+import aiosqlite
+from sqlalchemy import exc as sa_exc
+from sqlalchemy.engine import URL
+
+from asyncmem.errors import (
+    AsyncmemError,
+    BackendError,
+    BackendUnavailableError,
+    SchemaError,
+)
+from asyncmem.sql.statements import SQL
+
+__all__ = ["Driver", "PostgresDriver", "SQLiteDriver", "translate_errors", "translated"]
+
+_PG_REASONS: dict[str, tuple[str, type[AsyncmemError]]] = {
+    "08": ("cannot connect to the database server", BackendUnavailableError),
+    "28": ("the database server refused the credentials", BackendUnavailableError),
+    "3D": ("the database does not exist", BackendUnavailableError),
+    "53": ("the database server is out of resources", BackendUnavailableError),
+    "57014": ("the statement timed out", BackendUnavailableError),
+    "57": ("the database server is shutting down or restarting", BackendUnavailableError),
+    "42P01": ("the database schema is missing or outdated", SchemaError),
+    "42703": ("the database schema is missing or outdated", SchemaError),
+    "3F": ("the database schema is missing or outdated", SchemaError),
+    "25006": ("the database is read-only", BackendError),
+}
+_SQLITE_REASONS: dict[str, tuple[str, type[AsyncmemError]]] = {
+    "SQLITE_BUSY": ("timed out waiting for the database lock", BackendUnavailableError),
+    "SQLITE_LOCKED": ("the database table is locked", BackendUnavailableError),
+    "SQLITE_CANTOPEN": ("cannot open the database file", BackendUnavailableError),
+    "SQLITE_IOERR": ("the database file cannot be read or written", BackendUnavailableError),
+    "SQLITE_PROTOCOL": ("the database lock protocol failed", BackendUnavailableError),
+    "SQLITE_READONLY": ("the database is read-only", BackendError),
+    "SQLITE_FULL": ("the disk is full", BackendError),
+    "SQLITE_CORRUPT": ("the database file is corrupt", BackendError),
+    "SQLITE_NOTADB": ("the file is not a SQLite database", BackendError),
+}
+_SCHEMA_PROBLEM = "the database schema is missing or outdated"
+
+
+def _sqlstate(error: BaseException | None) -> str:
+    while error is not None:
+        state = getattr(error, "sqlstate", None)
+        if isinstance(state, str):
+            return state
+        error = error.__cause__
+    return ""
+
+
+def _classify(error: BaseException) -> tuple[str, type[AsyncmemError]] | None:
+    """A message free of SQL and values, and the error class it calls for."""
+    if isinstance(error, sa_exc.DBAPIError) and error.orig is not None:
+        return _classify(error.orig) or ("database error", BackendError)
+    if isinstance(error, sqlite3.Error):
+        name = getattr(error, "sqlite_errorname", "SQLITE_ERROR")
+        if str(error).startswith(("no such table", "no such column")):
+            return _SCHEMA_PROBLEM, SchemaError
+        family = "_".join(name.split("_", 2)[:2])
+        return _SQLITE_REASONS.get(family, (f"SQLite error {name}", BackendError))
+    state = _sqlstate(error)
+    if state:
+        for prefix in (state, state[:2]):
+            if prefix in _PG_REASONS:
+                reason, kind = _PG_REASONS[prefix]
+                return f"{reason} (SQLSTATE {state})", kind
+        return f"database error (SQLSTATE {state})", BackendError
+    if isinstance(error, OSError | ConnectionError | TimeoutError):
+        return f"cannot reach the database ({type(error).__name__})", BackendUnavailableError
+    module = type(error).__module__
+    if module.startswith("asyncpg"):
+        # InterfaceError and friends: the connection is closed or was lost.
+        return f"the database connection failed ({type(error).__name__})", BackendUnavailableError
+    if isinstance(error, sa_exc.SQLAlchemyError):
+        return f"database error ({type(error).__name__})", BackendError
+    return None
+
+
+def translated(operation: str, error: Exception) -> AsyncmemError | None:
+    """asyncmem's error for a driver or SQLAlchemy ``error``, or ``None`` if it is not one.
+
+    The message names the operation and the kind of failure, never SQL, values or secrets.
+    """
+    if isinstance(error, AsyncmemError):
+        return error
+    found = _classify(error)
+    if found is None:
+        return None
+    reason, kind = found
+    return kind(f"{operation} failed: {reason}")
+
+
+@contextmanager
+def translate_errors(operation: str) -> Iterator[None]:
+    """Raise :func:`translated` errors, chained to the original."""
+    try:
+        yield
+    except Exception as exc:
+        error = translated(operation, exc)
+        if error is None or error is exc:
+            raise
+        raise error from exc
+
+
+class Driver(Protocol):
+    async def open(self) -> None: ...
+
+    async def close(self) -> None: ...
+
+    async def fetch(self, sql: SQL, args: Sequence[Any], *, write: bool = False) -> list[Any]:
+        """Run one statement; return its rows."""
+        ...
+
+    async def execute(self, sql: SQL, args: Sequence[Any]) -> int:
+        """Run one writing statement; return how many rows it changed."""
+        ...
+
+
+class SQLiteDriver:
+    """One writer and ``readers`` reader connections to one SQLite file, all autocommit.
+
+    Every statement is its own transaction, so a write takes the file's write lock for one
+    statement only (a single writing statement acquires it up front, like ``BEGIN
+    IMMEDIATE``) and other processes wait up to ``busy_timeout`` for it. Writers of this
+    process queue on the one writer connection, so they never contend for the lock here.
+    """
+
+    def __init__(self, path: Path | None, *, busy_timeout: float, readers: int) -> None:
+        self._path = path
+        self._busy_ms = max(0, int(busy_timeout * 1000))
+        self._reader_count = max(1, readers) if path is not None else 0
+        self._writer: aiosqlite.Connection | None = None
+        self._readers: list[aiosqlite.Connection] = []
+        self._next_reader: Iterator[aiosqlite.Connection] = iter(())
+
+    async def _connect(self) -> aiosqlite.Connection:
+        target = ":memory:" if self._path is None else self._path
+        connection = await aiosqlite.connect(target, isolation_level=None)
+        try:
+            await connection.executescript(
+                f"PRAGMA busy_timeout = {self._busy_ms};"
+                "PRAGMA journal_mode = WAL;"
+                "PRAGMA synchronous = NORMAL;"
+                "PRAGMA foreign_keys = ON;"
+            )
+        except BaseException:
+            await connection.close()
+            raise
+        return connection
+
+    async def open(self) -> None:
+        self._writer = await self._connect()
+        self._readers = [await self._connect() for _ in range(self._reader_count)]
+        self._next_reader = itertools.cycle(self._readers or [self._writer])
+
+    @property
+    def writer(self) -> aiosqlite.Connection:
+        if self._writer is None:
+            raise BackendError("the SQLite connection is not open")
+        return self._writer
+
+    async def close(self) -> None:
+        connections = [c for c in (self._writer, *self._readers) if c is not None]
+        self._writer, self._readers = None, []
+        await asyncio.gather(*(c.close() for c in connections), return_exceptions=True)
+
+    async def fetch(self, sql: SQL, args: Sequence[Any], *, write: bool = False) -> list[Any]:
+        connection = self.writer if write else next(self._next_reader)
+        return list(await connection.execute_fetchall(sql.text, args))
+
+    async def execute(self, sql: SQL, args: Sequence[Any]) -> int:
+        cursor = await self.writer.execute(sql.text, args)
+        return int(cursor.rowcount)
+
+
+class PostgresDriver:
+    """An asyncpg pool; asyncpg prepares and caches each statement per connection."""
+
+    def __init__(self, url: URL, *, pool_size: int, timeout: float, schema: str | None) -> None:
+        self._dsn = url.set(drivername="postgresql").render_as_string(hide_password=False)
+        self._pool_size = max(1, pool_size)
+        self._timeout = timeout
+        settings = {"application_name": "asyncmem"}
+        if schema is not None:
+            settings["search_path"] = schema
+        self._settings = settings
+        self._pool: Any = None
+
+    async def open(self) -> None:
+        import asyncpg
+
+        self._pool = await asyncpg.create_pool(
+            self._dsn,
+            min_size=1,
+            max_size=self._pool_size,
+            timeout=self._timeout,
+            command_timeout=self._timeout,
+            server_settings=self._settings,
+        )
+
+    async def close(self) -> None:
+        pool, self._pool = self._pool, None
+        if pool is not None:
+            await pool.close()
+
+    @property
+    def pool(self) -> Any:
+        if self._pool is None:
+            raise BackendError("the PostgreSQL pool is not open")
+        return self._pool
+
+    async def fetch(self, sql: SQL, args: Sequence[Any], *, write: bool = False) -> list[Any]:
+        rows: list[Any] = await self.pool.fetch(sql.text, *args)
+        return rows
+
+    async def execute(self, sql: SQL, args: Sequence[Any]) -> int:
+        status: str = await self.pool.execute(sql.text, *args)
+        return int(status.rsplit(" ", 1)[-1])

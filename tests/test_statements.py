@@ -1,0 +1,94 @@
+"""The compiled SQL the store sends to the drivers, and the question → search text functions.
+
+These pin the SQLAlchemy behaviour the fast path relies on: compiled text with positional
+placeholders and ``positiontup`` giving their order.
+"""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from asyncmem.sql.search import MAX_TERMS, fts5_expression, query_terms, tsquery_expression
+from asyncmem.sql.statements import statements_for
+
+PLACEHOLDER = {"sqlite": re.compile(r"\?"), "postgresql": re.compile(r"\$(\d+)")}
+
+
+@pytest.mark.parametrize("dialect", ["sqlite", "postgresql"])
+def test_every_statement_binds_its_parameters_in_order(dialect: str) -> None:
+    statements = statements_for(dialect)
+    expected = {
+        "upsert": {"user_id", "key", "value", "metadata"}
+        | ({"now"} if dialect == "sqlite" else set()),
+        "retrieve": {"user_id", "key"},
+        "query": {"match", "user_id", "limit"},
+        "list_keys": {"user_id"},
+        "delete": {"user_id", "key"},
+        "forget_user": {"user_id"},
+        "ping": set(),
+    }
+    for name, wanted in expected.items():
+        sql = getattr(statements, name)
+        assert wanted <= set(sql.names), name
+        assert set(sql.names) - wanted <= set(sql.defaults), name
+        found = PLACEHOLDER[dialect].findall(sql.text)
+        if dialect == "sqlite":
+            assert len(found) == len(sql.names), name
+        else:
+            assert sorted({int(n) for n in found}) == list(range(1, len(sql.names) + 1)), name
+
+
+def test_arguments_follow_the_compiled_order() -> None:
+    upsert = statements_for("sqlite").upsert
+    args = upsert.args(user_id="u", key="k", value="v", metadata="{}", now=1.5)
+    assert dict(zip(upsert.names, args, strict=True)) == {
+        "user_id": "u",
+        "key": "k",
+        "value": "v",
+        "metadata": "{}",
+        "now": 1.5,
+    }
+    query = statements_for("sqlite").query
+    assert query.args(match="m", user_id="u", limit=3)[-1] == 0  # the OFFSET default
+
+
+def test_statements_are_compiled_once() -> None:
+    assert statements_for("sqlite") is statements_for("sqlite")
+
+
+@pytest.mark.parametrize(
+    ("text", "terms"),
+    [
+        ("What is the name of her cat?", ["name", "cat"]),
+        ("Cats, CATS and cats!", ["cats"]),
+        ("don't stop", ["stop"]),
+        ("snake_case and kebab-case", ["snake", "case", "kebab"]),
+        ("Café ÉCOLE", ["café", "école"]),
+        ("cafe\u0301", ["café"]),
+        ("ﬁle", ["file"]),
+        ("Где моя кошка", ["где", "моя", "кошка"]),
+        ("", []),
+        ("the of and", []),
+        ('"; DROP TABLE x; --', ["drop", "table", "x"]),
+        ("NEAR(a b) OR c*", ["near", "b", "c"]),
+        ("\x00\ud800", []),
+        ("100% of 2_000", ["100", "2", "000"]),
+    ],
+)
+def test_query_terms(text: str, terms: list[str]) -> None:
+    assert query_terms(text) == terms
+
+
+def test_query_terms_are_capped() -> None:
+    words = " ".join(f"word{i}" for i in range(500))
+    assert query_terms(words) == [f"word{i}" for i in range(MAX_TERMS)]
+
+
+def test_expressions_quote_every_term() -> None:
+    assert fts5_expression(["cat", "piano"]) == '"cat" OR "piano"'
+    assert fts5_expression(['a"b']) == '"a""b"'
+    assert tsquery_expression(["cat", "piano"]) == "'cat' | 'piano'"
+    assert tsquery_expression(["it's"]) == "'it''s'"
+    assert tsquery_expression(["a\\b"]) == "'a\\\\b'"
