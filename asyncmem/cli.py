@@ -221,9 +221,10 @@ async def _query(args: argparse.Namespace) -> int:
         print("no matching memories", file=sys.stderr)
         return 0
     width = max(len(hit.key) for hit in hits)
-    print(f"{'score':>7}  {'key':<{width}}  value")
-    for hit in hits:
-        print(f"{hit.score or 0.0:7.3f}  {hit.key:<{width}}  {_one_line(hit.value)}")
+    print(f"rank  {'score':>9}  {'key':<{width}}  value")
+    for rank, hit in enumerate(hits, 1):
+        score = f"{hit.score or 0.0:9.3g}"
+        print(f"{rank:>4}  {score}  {hit.key:<{width}}  {_one_line(hit.value)}")
     return 0
 
 

@@ -68,8 +68,9 @@ def test_store_get_query_list_delete_forget(capsys: pytest.CaptureFixture[str], 
     code, out, _ = run(capsys, "query", "alice", "What is the cat called?", *b)
     assert code == 0
     lines = out.splitlines()
-    assert lines[0].split() == ["score", "key", "value"]
-    assert lines[1].split()[1:] == ["pet", "Miso", "is", "a", "grey", "cat"]
+    assert lines[0].split() == ["rank", "score", "key", "value"]
+    assert lines[1].split()[0] == "1"
+    assert lines[1].split()[2:] == ["pet", "Miso", "is", "a", "grey", "cat"]
 
     assert run(capsys, "list", "alice", *b) == (0, "job\npet\n", "")
 
