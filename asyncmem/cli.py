@@ -6,6 +6,7 @@ import argparse
 import asyncio
 import json
 import math
+import os
 import sys
 import tempfile
 import time
@@ -295,7 +296,10 @@ class _output:
         if self._path is None:
             return sys.stdout
         self._partial = self._path.with_name(self._path.name + ".partial")
-        self._file = self._partial.open("w", encoding="utf-8", newline="\n")
+        try:
+            self._file = self._partial.open("w", encoding="utf-8", newline="\n")
+        except OSError as exc:
+            raise _Failed(f"cannot write {self._path}: {exc.strerror}") from None
         return self._file
 
     def __exit__(self, exc_type: object, exc: object, tb: object) -> None:
@@ -381,7 +385,11 @@ def _import(args: argparse.Namespace) -> int:
             spool.seek(0)
             written, batches = asyncio.run(_write(args, spool, now, total))
         else:
-            with Path(args.input).open("rb") as source:
+            try:
+                opened = Path(args.input).open("rb")  # noqa: SIM115 - closed by the with below
+            except OSError as exc:
+                raise _Failed(f"cannot read {args.input}: {exc.strerror}") from None
+            with opened as source:
                 total = sum(1 for _ in _entries(source, now))
                 source.seek(0)
                 written, batches = asyncio.run(_write(args, source, now, total))
@@ -700,6 +708,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except AsyncmemError as exc:
         print(f"asyncmem: error: {exc}", file=sys.stderr)
         return 1
+    except BrokenPipeError:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 1
     except KeyboardInterrupt:
         print("asyncmem: interrupted", file=sys.stderr)
         return 130
@@ -708,6 +720,4 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def open_backend_url() -> str | None:
     """The URL the environment names, for commands that work on the database itself."""
-    import os
-
     return os.environ.get("ASYNCMEM_URL") or None

@@ -190,6 +190,14 @@ def test_failures_exit_1(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> 
     )
     assert code == 1
     assert "value must not contain NUL" in err
+    db = ("--backend", f"sqlite:///{tmp_path / 'm.db'}")
+    code, _, err = run(capsys, "import", str(tmp_path / "missing.jsonl"), *db)
+    assert code == 1
+    assert "cannot read" in err
+    assert "Traceback" not in err
+    code, _, err = run(capsys, "export", "-o", str(tmp_path / "no" / "dir.jsonl"), *db)
+    assert code == 1
+    assert f"cannot write {tmp_path / 'no' / 'dir.jsonl'}" in err
 
 
 def make_memories(url: str, count: int) -> None:
