@@ -113,13 +113,13 @@ _PROPERTIES: Final[dict[str, dict[str, Any]]] = {
     "size": {
         "type": "integer",
         "minimum": 1,
-        "maximum": 10_000,
+        "maximum": 2000,
         "description": "evaluate only: how many memories to time against (default 200).",
     },
     "repetitions": {
         "type": "integer",
         "minimum": 1,
-        "maximum": 10_000,
+        "maximum": 500,
         "description": "evaluate only: timed calls per operation (default 50).",
     },
 }
@@ -198,7 +198,7 @@ def _schema_error(
         names = ", ".join(repr(name) for name in missing)
         return f"action {action!r} needs {names}; it takes: {takes}"
     if error.validator == "additionalProperties" and not where:
-        extra = sorted(name for name in args if name != "action" and name not in allowed)
+        extra = sorted((n for n in args if n != "action" and n not in allowed), key=repr)
         names = ", ".join(repr(name) for name in extra)
         suffix = f" for action {action!r}; it takes: {takes}" if action else ""
         return _clip(f"unexpected argument {names}{suffix}")

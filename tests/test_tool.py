@@ -182,6 +182,12 @@ async def test_query_limit_defaults_small_and_is_honoured(store: MemoryBackend) 
         ({"action": "store", "user_id": "a", "key": "k", "value": "v", "metadata": []}, "metadata"),
         ({"action": "store", "user_id": "a", "key": "k", "value": "v\x00"}, "NUL"),
         ({"action": "store", "user_id": "a", "key": "x" * 300, "value": "v"}, "'key'"),
+        ({"action": "info", 1: "one"}, "unexpected argument 1"),
+        ({"action": "evaluate", "size": 100_000}, "maximum of 2000"),
+        (
+            '{"action": "store", "user_id": "a", "key": "k", "value": "v", "metadata": {"x": NaN}}',
+            "finite",
+        ),
     ],
 )
 async def test_bad_arguments_get_a_message_the_model_can_act_on(
