@@ -313,8 +313,12 @@ class _output:
             self._partial.unlink(missing_ok=True)
 
 
-def _parse_line(line: bytes, number: int, now: float) -> MemoryEntry:
-    """One exported memory, fully validated, or ``_Failed`` naming the line."""
+def _parse_line(line: bytes, number: int, now: float, *, validate: bool = True) -> MemoryEntry:
+    """One exported memory, or ``_Failed`` naming the line.
+
+    ``validate=False`` skips the checks of ids, value and metadata, for the second reading
+    of a file already validated (``import_entries`` checks them again before writing).
+    """
     try:
         data = json.loads(line)
         if not isinstance(data, dict):
@@ -335,6 +339,15 @@ def _parse_line(line: bytes, number: int, now: float) -> MemoryEntry:
             if not math.isfinite(stamp):
                 raise InvalidInputError(f"{name} must be finite")
             stamps.append(float(stamp))
+        if not validate:
+            return MemoryEntry(
+                data["user_id"],
+                data["key"],
+                data["value"],
+                data.get("metadata", {}),
+                stamps[0],
+                stamps[1],
+            )
         return MemoryEntry(
             user_id=check_id("user_id", data["user_id"]),
             key=check_id("key", data["key"]),
@@ -347,13 +360,18 @@ def _parse_line(line: bytes, number: int, now: float) -> MemoryEntry:
         reason = exc.msg if isinstance(exc, json.JSONDecodeError) else str(exc)
         if isinstance(exc, UnicodeDecodeError):
             reason = "not UTF-8"
-        raise _Failed(f"line {number}: {reason}; nothing was imported") from None
+        outcome = (
+            "nothing was imported"
+            if validate
+            else "the input changed during the import; earlier batches were written"
+        )
+        raise _Failed(f"line {number}: {reason}; {outcome}") from None
 
 
-def _entries(source: IO[bytes], now: float) -> Iterator[MemoryEntry]:
+def _entries(source: IO[bytes], now: float, *, validate: bool = True) -> Iterator[MemoryEntry]:
     for number, line in enumerate(source, 1):
         if line.strip():
-            yield _parse_line(line, number, now)
+            yield _parse_line(line, number, now, validate=validate)
 
 
 def _batches(entries: Iterator[MemoryEntry], size: int) -> Iterator[list[MemoryEntry]]:
@@ -411,7 +429,7 @@ async def _write(
     from tqdm import tqdm
 
     written = batches = 0
-    chunks = _batches(_entries(source, now), args.batch_size)
+    chunks = _batches(_entries(source, now, validate=False), args.batch_size)
     async with _sql_backend(args.backend, "import") as backend:
         with tqdm(total=total, unit="mem", file=sys.stderr, disable=None, desc="import") as bar:
             while True:
