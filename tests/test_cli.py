@@ -19,8 +19,6 @@ from asyncmem import MemoryBackend, MemoryEntry, SQLBackend
 from asyncmem.cli import ENTRY_FIELDS, main
 from asyncmem.sql.store import MAX_IMPORT_BATCH
 
-ROOT = Path(__file__).resolve().parent.parent
-
 
 @pytest.fixture
 def url(tmp_path: Path) -> str:
