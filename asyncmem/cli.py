@@ -90,7 +90,7 @@ async def _db(args: argparse.Namespace) -> int:
     path = sqlite_path(url)
     if path is not None and args.action == "upgrade":
         prepare_sqlite_file(path)
-    engine = make_engine(url, pooled=False)
+    engine = make_engine(url)
     try:
         if args.action == "check":
             await migrate.check(engine)

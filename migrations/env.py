@@ -66,7 +66,7 @@ async def run_async_migrations() -> None:
     path = sqlite_path(url)
     if path is not None:
         prepare_sqlite_file(path)
-    engine = make_engine(url, pooled=False)
+    engine = make_engine(url)
     try:
         async with engine.connect() as connection:
             if url.get_backend_name() == "sqlite":

@@ -56,7 +56,7 @@ async def _inspect(engine: AsyncEngine) -> dict[str, set[str]]:
 
 
 async def test_upgrade_downgrade_upgrade(database_url: str) -> None:
-    engine = make_engine(normalize_url(database_url), pooled=False)
+    engine = make_engine(normalize_url(database_url))
     try:
         await migrate.upgrade(engine)
         assert await migrate.current(engine) == (migrate.head_revision(),)
@@ -84,7 +84,7 @@ async def test_upgrade_downgrade_upgrade(database_url: str) -> None:
 
 
 async def test_models_and_migrations_do_not_drift(database_url: str) -> None:
-    engine = make_engine(normalize_url(database_url), pooled=False)
+    engine = make_engine(normalize_url(database_url))
     try:
         await migrate.upgrade(engine)
 
@@ -105,7 +105,7 @@ async def test_concurrent_opens_migrate_once(database_url: str) -> None:
         assert len(await backends[0].list_keys("alice")) == len(backends)
     finally:
         await asyncio.gather(*(backend.aclose() for backend in backends))
-    engine = make_engine(normalize_url(database_url), pooled=False)
+    engine = make_engine(normalize_url(database_url))
     try:
         assert await migrate.current(engine) == (migrate.head_revision(),)
     finally:
@@ -125,7 +125,7 @@ def _alembic(*args: str, env: dict[str, str] | None = None) -> subprocess.Comple
 
 
 async def test_alembic_command_line(database_url: str) -> None:
-    engine = make_engine(normalize_url(database_url), pooled=False)
+    engine = make_engine(normalize_url(database_url))
     try:
         upgraded = await asyncio.to_thread(_alembic, "-x", f"url={database_url}", "upgrade", "head")
         assert upgraded.returncode == 0, upgraded.stderr

@@ -191,7 +191,15 @@ class SQLiteDriver:
 
 
 class PostgresDriver:
-    """An asyncpg pool; asyncpg prepares and caches each statement per connection."""
+    """A small pool of asyncpg connections; asyncpg prepares and caches each statement.
+
+    Why not ``asyncpg.create_pool``: measured here, its acquire/release adds ~200 µs to every
+    call (more than a whole indexed lookup), while the store needs none of what it does on
+    release (the store never changes session state). This pool is a LIFO queue of slots, each
+    an open connection or ``None`` (connect on demand); a connection that failed, was closed
+    by the server or was interrupted by cancellation is dropped and its slot reconnects on
+    next use, so a server restart costs one failed call, never a hang.
+    """
 
     def __init__(self, url: URL, *, pool_size: int, timeout: float, schema: str | None) -> None:
         self._dsn = url.set(drivername="postgresql").render_as_string(hide_password=False)
@@ -201,35 +209,79 @@ class PostgresDriver:
         if schema is not None:
             settings["search_path"] = schema
         self._settings = settings
-        self._pool: Any = None
+        self._slots: asyncio.LifoQueue[Any] | None = None
+        self._open: set[Any] = set()
 
-    async def open(self) -> None:
+    async def _connect(self) -> Any:
         import asyncpg
 
-        self._pool = await asyncpg.create_pool(
+        return await asyncpg.connect(
             self._dsn,
-            min_size=1,
-            max_size=self._pool_size,
             timeout=self._timeout,
             command_timeout=self._timeout,
             server_settings=self._settings,
         )
 
-    async def close(self) -> None:
-        pool, self._pool = self._pool, None
-        if pool is not None:
-            await pool.close()
+    async def open(self) -> None:
+        slots: asyncio.LifoQueue[Any] = asyncio.LifoQueue()
+        for _ in range(self._pool_size - 1):
+            slots.put_nowait(None)
+        first = await self._connect()
+        self._open.add(first)
+        slots.put_nowait(first)
+        self._slots = slots
 
-    @property
-    def pool(self) -> Any:
-        if self._pool is None:
-            raise BackendError("the PostgreSQL pool is not open")
-        return self._pool
+    async def close(self) -> None:
+        connections, self._open, self._slots = self._open, set(), None
+        await asyncio.gather(*(c.close(timeout=5) for c in connections), return_exceptions=True)
+
+    async def _acquire(self) -> Any:
+        if self._slots is None:
+            raise BackendError("the PostgreSQL connections are not open")
+        try:
+            connection = self._slots.get_nowait()
+        except asyncio.QueueEmpty:
+            async with asyncio.timeout(self._timeout):
+                connection = await self._slots.get()
+        if connection is not None and not connection.is_closed():
+            return connection
+        self._open.discard(connection)
+        try:
+            connection = await self._connect()
+        except BaseException:
+            self._slots.put_nowait(None)
+            raise
+        self._open.add(connection)
+        return connection
+
+    def _release(self, connection: Any, healthy: bool) -> None:
+        if self._slots is None:  # closed meanwhile
+            return
+        if healthy and not connection.is_closed():
+            self._slots.put_nowait(connection)
+            return
+        self._open.discard(connection)
+        connection.terminate()
+        self._slots.put_nowait(None)
+
+    async def _run(self, method: str, sql: SQL, args: Sequence[Any]) -> Any:
+        connection = await self._acquire()
+        healthy = False
+        try:
+            result = await getattr(connection, method)(sql.text, *args)
+            healthy = True
+            return result
+        except Exception as exc:
+            # An error the server reported leaves the connection usable.
+            healthy = _sqlstate(exc) != "" and not connection.is_closed()
+            raise
+        finally:
+            self._release(connection, healthy)
 
     async def fetch(self, sql: SQL, args: Sequence[Any], *, write: bool = False) -> list[Any]:
-        rows: list[Any] = await self.pool.fetch(sql.text, *args)
+        rows: list[Any] = await self._run("fetch", sql, args)
         return rows
 
     async def execute(self, sql: SQL, args: Sequence[Any]) -> int:
-        status: str = await self.pool.execute(sql.text, *args)
+        status: str = await self._run("execute", sql, args)
         return int(status.rsplit(" ", 1)[-1])

@@ -11,7 +11,7 @@ from sqlalchemy import event
 from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import ArgumentError
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
-from sqlalchemy.pool import NullPool, StaticPool
+from sqlalchemy.pool import NullPool
 
 from asyncmem.errors import InvalidInputError
 
@@ -93,56 +93,30 @@ def make_engine(
     url: URL,
     *,
     busy_timeout: float = 5.0,
-    pool_size: int = 5,
-    max_overflow: int = 10,
-    pool_timeout: float = 30.0,
-    pooled: bool = True,
     timeout: float = 30.0,
     schema: str | None = None,
-    **options: Any,
 ) -> AsyncEngine:
-    """An async engine with asyncmem's connection settings for ``url``'s dialect.
+    """A SQLAlchemy engine for one-off work on the database: migrations and ``asyncmem db``.
 
-    ``pooled=False`` opens a connection per use (for one-off commands such as migrations).
-    PostgreSQL connections get ``timeout`` seconds to connect and for each statement, and use
-    ``schema`` as their search path when given; pooled ones are pinged before reuse, so a
-    server restart costs one failed ping, not a failed call.
-
-    SQLite connections use WAL (readers never block the writer), ``synchronous=NORMAL`` (a
-    commit is durable against a process crash; an OS crash or power loss may lose the last
-    commits, never corrupt the file), a busy timeout, and explicit ``BEGIN IMMEDIATE`` for
-    writers so two writers never deadlock on a lock upgrade.
+    The store's own calls do not go through it (see :mod:`asyncmem.sql.drivers`). It opens
+    a connection per use. SQLite connections get the same settings as the store's: WAL,
+    ``synchronous=NORMAL``, a busy timeout, and ``BEGIN IMMEDIATE`` where a transaction
+    asks for it (:data:`BEGIN_OPTION`). PostgreSQL connections get ``timeout`` seconds to
+    connect and for each statement, and ``schema`` as their search path.
     """
     if url.get_backend_name() == "sqlite":
-        kwargs: dict[str, Any] = {}
-        if sqlite_path(url) is None:
-            kwargs["poolclass"] = StaticPool
-        elif not pooled:
-            kwargs["poolclass"] = NullPool
-        else:
-            kwargs.update(pool_size=pool_size, max_overflow=max_overflow, pool_timeout=pool_timeout)
-        engine = create_async_engine(url, **kwargs, **options)
+        engine = create_async_engine(url, poolclass=NullPool)
         _install_sqlite_hooks(engine, busy_timeout)
         return engine
     server_settings = {"application_name": "asyncmem"}
     if schema is not None:
         server_settings["search_path"] = schema
-    options["connect_args"] = {
+    connect_args = {
         "timeout": timeout,
         "command_timeout": timeout,
         "server_settings": server_settings,
-        **options.get("connect_args", {}),
     }
-    if not pooled:
-        return create_async_engine(url, poolclass=NullPool, **options)
-    return create_async_engine(
-        url,
-        pool_size=pool_size,
-        max_overflow=max_overflow,
-        pool_timeout=pool_timeout,
-        pool_pre_ping=True,
-        **options,
-    )
+    return create_async_engine(url, poolclass=NullPool, connect_args=connect_args)
 
 
 def _install_sqlite_hooks(engine: AsyncEngine, busy_timeout: float) -> None:

@@ -144,7 +144,6 @@ class SQLBackend(BackendBase):
                 await asyncio.to_thread(prepare_sqlite_file, path)
             engine = make_engine(
                 self._url,
-                pooled=False,
                 busy_timeout=self._busy_timeout,
                 timeout=self._timeout,
                 schema=self.schema,
