@@ -94,4 +94,6 @@ if PG_ENABLED:
     BACKEND_FACTORIES["postgresql"] = postgresql_backend
 
 NON_PERSISTENT = frozenset({"null"})
+SQL = frozenset({"sqlite", "postgresql"})
+"""The ``SQLBackend`` dialects: what only the SQL store offers (import, scan) runs on these."""
 """Backends that store nothing: they run the input and lifecycle tests, not the semantics."""

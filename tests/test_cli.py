@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from asyncmem import MemoryBackend, MemoryEntry, SQLBackend
+from asyncmem import MemoryEntry, SQLBackend
 from asyncmem.cli import ENTRY_FIELDS, main
 from asyncmem.sql.store import MAX_IMPORT_BATCH
 
@@ -370,8 +370,8 @@ def test_installed_executable(tmp_path: Path) -> None:
     assert shutil.which("asyncmem", path=str(exe.parent)) == str(exe)
 
 
-async def test_import_entries_and_scan_on_every_sql_store(store: MemoryBackend) -> None:
-    assert isinstance(store, SQLBackend)
+async def test_import_entries_and_scan_on_every_sql_store(sql_store: SQLBackend) -> None:
+    store = sql_store
     given = [
         MemoryEntry("u1", "a", "first", {"x": 1}, 100.25, 200.5),
         MemoryEntry("u2", "a", "other user", {}, 150.0, 150.0),
