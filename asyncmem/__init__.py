@@ -26,6 +26,7 @@ from asyncmem.errors import (
     InvalidInputError,
     SchemaError,
 )
+from asyncmem.honcho import HonchoBackend
 from asyncmem.null import NullBackend
 from asyncmem.sql.store import SQLBackend
 
@@ -43,6 +44,7 @@ __all__ = [
     "BackendClosedError",
     "BackendError",
     "BackendUnavailableError",
+    "HonchoBackend",
     "InvalidInputError",
     "MemoryBackend",
     "MemoryEntry",

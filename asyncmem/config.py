@@ -14,9 +14,10 @@ __all__ = ["open_backend"]
 
 
 def open_backend(spec: str | None = None, *, env: Mapping[str, str] | None = None) -> MemoryBackend:
-    """Make the backend ``spec`` names: ``"null"``, ``"sqlite"`` (the embedded file) or a
-    SQLAlchemy URL. Without ``spec``: ``ASYNCMEM_BACKEND``, then ``ASYNCMEM_URL``, then the
-    embedded SQLite file in the user data directory.
+    """Make the backend ``spec`` names: ``"null"``, ``"sqlite"`` (the embedded file),
+    ``"honcho"`` (configured by ``HONCHO_URL`` or ``HONCHO_BASE_URL``, ``HONCHO_API_KEY`` and
+    ``HONCHO_WORKSPACE_ID``) or a SQLAlchemy URL. Without ``spec``: ``ASYNCMEM_BACKEND``,
+    then ``ASYNCMEM_URL``, then the embedded SQLite file in the user data directory.
 
     Nothing is opened yet: use the result with ``async with``.
     """
@@ -29,6 +30,20 @@ def open_backend(spec: str | None = None, *, env: Mapping[str, str] | None = Non
         raise InvalidInputError(f"backend spec must be a str, not {type(spec).__name__}")
     if spec == "null":
         return NullBackend()
+    if spec == "honcho":
+        return _honcho_backend(environ)
     if "://" in spec:
         return SQLBackend(spec)
-    raise InvalidInputError(f"unknown backend {spec!r}: use 'null', 'sqlite' or a database URL")
+    raise InvalidInputError(
+        f"unknown backend {spec!r}: use 'null', 'sqlite', 'honcho' or a database URL"
+    )
+
+
+def _honcho_backend(environ: Mapping[str, str]) -> MemoryBackend:
+    from asyncmem.honcho import DEFAULT_BASE_URL, DEFAULT_WORKSPACE, HonchoBackend
+
+    return HonchoBackend(
+        base_url=environ.get("HONCHO_URL") or environ.get("HONCHO_BASE_URL") or DEFAULT_BASE_URL,
+        api_key=environ.get("HONCHO_API_KEY") or None,
+        workspace_id=environ.get("HONCHO_WORKSPACE_ID") or DEFAULT_WORKSPACE,
+    )

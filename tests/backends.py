@@ -76,7 +76,17 @@ async def postgresql_backend(tmp_path: Path) -> AsyncIterator[MemoryBackend]:
         yield backend
 
 
+@asynccontextmanager
+async def honcho_backend(tmp_path: Path) -> AsyncIterator[MemoryBackend]:
+    """The real honcho-ai SDK on the fake server, or the live one at ASYNCMEM_TEST_HONCHO_URL."""
+    from tests.fake_honcho import honcho_backend as open_honcho
+
+    async with open_honcho(tmp_path) as backend:
+        yield backend
+
+
 BACKEND_FACTORIES: dict[str, BackendFactory] = {
+    "honcho": honcho_backend,
     "null": null_backend,
     "sqlite": sqlite_backend,
 }
@@ -84,4 +94,6 @@ if PG_ENABLED:
     BACKEND_FACTORIES["postgresql"] = postgresql_backend
 
 NON_PERSISTENT = frozenset({"null"})
+SQL = frozenset({"sqlite", "postgresql"})
+"""The ``SQLBackend`` dialects: what only the SQL store offers (import, scan) runs on these."""
 """Backends that store nothing: they run the input and lifecycle tests, not the semantics."""

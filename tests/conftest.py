@@ -5,11 +5,12 @@ from pathlib import Path
 
 import pytest
 
-from asyncmem import MemoryBackend
-from tests.backends import BACKEND_FACTORIES, NON_PERSISTENT
+from asyncmem import MemoryBackend, SQLBackend
+from tests.backends import BACKEND_FACTORIES, NON_PERSISTENT, SQL
 
 ALL_BACKENDS = sorted(BACKEND_FACTORIES)
 PERSISTENT_BACKENDS = [name for name in ALL_BACKENDS if name not in NON_PERSISTENT]
+SQL_BACKENDS = [name for name in ALL_BACKENDS if name in SQL]
 
 
 @pytest.fixture(autouse=True)
@@ -34,4 +35,12 @@ async def backend(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterat
 async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[MemoryBackend]:
     """Every backend that keeps what it is given."""
     async with BACKEND_FACTORIES[request.param](tmp_path) as opened:
+        yield opened
+
+
+@pytest.fixture(params=SQL_BACKENDS)
+async def sql_store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[SQLBackend]:
+    """The SQL store on every dialect the suite runs."""
+    async with BACKEND_FACTORIES[request.param](tmp_path) as opened:
+        assert isinstance(opened, SQLBackend)
         yield opened

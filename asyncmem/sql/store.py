@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
+import math
 import re
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from typing import Any
 
+from sqlalchemy import bindparam, select
+from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import URL
 
 from asyncmem.backend import (
@@ -36,8 +40,9 @@ from asyncmem.sql.engine import (
     prepare_sqlite_file,
     sqlite_path,
 )
+from asyncmem.sql.models import Memory
 from asyncmem.sql.search import fts5_expression, query_terms, tsquery_expression
-from asyncmem.sql.statements import SQL, Statements, statements_for
+from asyncmem.sql.statements import _DIALECTS, SQL, Statements, compile_sql, statements_for
 
 __all__ = ["SQLBackend"]
 
@@ -255,3 +260,107 @@ class SQLBackend(BackendBase):
         check_id("user_id", user_id)
         args = self._sql.forget_user.args(user_id=user_id)
         return await self._execute("forget_user", self._sql.forget_user, args)
+
+    async def scan(
+        self, user_id: str | None = None, *, page_size: int = 500
+    ) -> AsyncIterator[MemoryEntry]:
+        """Every memory (of ``user_id``, or of all users for ``None``) in a stable order.
+
+        Pages of ``page_size`` rows are read one statement each, by primary key, so memory
+        use stays flat however large the store is. For operators and ``export``.
+        """
+        if user_id is not None:
+            check_id("user_id", user_id)
+        page_size = check_limit(page_size)
+        sql = _scan_sql(self.dialect, user_id is not None)
+        after = 0
+        while True:
+            args = sql.args(user_id=user_id, after=after, limit=page_size)
+            rows = await self._fetch("scan", sql, args)
+            for row in rows:
+                yield _entry(row)
+            if len(rows) < page_size:
+                return
+            after = rows[-1][6]
+
+    async def import_entries(self, entries: Iterable[MemoryEntry]) -> int:
+        """Upsert ``entries`` with their own ``created_at`` and ``updated_at``, all or nothing.
+
+        For restoring an export: unlike :meth:`store`, the timestamps are taken from the
+        entries, so an export imported into an empty store reproduces it exactly, and
+        importing the same entries twice changes nothing. Every entry is validated before
+        anything is written, and one statement writes them all, so a call either writes
+        every entry or none. At most :data:`MAX_IMPORT_BATCH` distinct memories a call; a
+        key given twice keeps its last entry. Returns the number of memories written.
+        """
+        rows: dict[tuple[str, str], tuple[Any, ...]] = {}
+        for entry in entries:
+            user_id = check_id("user_id", entry.user_id)
+            key = check_id("key", entry.key)
+            rows[(user_id, key)] = (
+                user_id,
+                key,
+                check_value(entry.value),
+                json.dumps(check_metadata(entry.metadata)),
+                _check_timestamp("created_at", entry.created_at),
+                _check_timestamp("updated_at", entry.updated_at),
+            )
+        if len(rows) > MAX_IMPORT_BATCH:
+            raise InvalidInputError(f"import at most {MAX_IMPORT_BATCH} memories a call")
+        if not rows:
+            await self._ready()
+            return 0
+        sql = _import_sql(self.dialect, len(rows))
+        named = {
+            f"{field}_{n}": value
+            for n, row in enumerate(rows.values())
+            for field, value in zip(_IMPORT_FIELDS, row, strict=True)
+        }
+        await self._execute("import_entries", sql, sql.args(**named))
+        return len(rows)
+
+
+_IMPORT_FIELDS = ("user_id", "key", "value", "metadata_", "created_at", "updated_at")
+MAX_IMPORT_BATCH = 1000
+"""Most memories one :meth:`SQLBackend.import_entries` call takes (one statement's worth)."""
+
+
+def _check_timestamp(what: str, value: object) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        raise InvalidInputError(f"{what} must be a finite number of unix seconds")
+    return float(value)
+
+
+@functools.cache
+def _scan_sql(dialect_name: str, one_user: bool) -> SQL:
+    """A page of memories after a primary key, with that key last in each row."""
+    columns = (Memory.user_id, Memory.key, Memory.value, Memory.metadata_)
+    statement = (
+        select(*columns, Memory.created_at, Memory.updated_at, Memory.id)
+        .where(Memory.id > bindparam("after"))
+        .order_by(Memory.id)
+        .limit(bindparam("limit"))
+    )
+    if one_user:
+        statement = statement.where(Memory.user_id == bindparam("user_id"))
+    return compile_sql(statement, _DIALECTS[dialect_name])
+
+
+@functools.lru_cache(maxsize=8)
+def _import_sql(dialect_name: str, count: int) -> SQL:
+    """One statement upserting ``count`` memories with the timestamps given, in that order."""
+    values: list[dict[str, Any]] = [
+        {name: bindparam(f"{name}_{n}") for name in _IMPORT_FIELDS} for n in range(count)
+    ]
+    insert = (sqlite.insert if dialect_name == "sqlite" else postgresql.insert)(Memory)
+    statement = insert.values(values)
+    upsert = statement.on_conflict_do_update(
+        index_elements=[Memory.user_id, Memory.key],
+        set_={
+            Memory.value: statement.excluded.value,
+            Memory.metadata_: statement.excluded["metadata"],
+            Memory.created_at: statement.excluded.created_at,
+            Memory.updated_at: statement.excluded.updated_at,
+        },
+    )
+    return compile_sql(upsert, _DIALECTS[dialect_name])

@@ -1,0 +1,120 @@
+"""``asyncmem mcp``: the memory tool served over stdio, driven by the MCP SDK's own client."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from mcp import Client, StdioServerParameters
+
+from asyncmem import SQLBackend
+from asyncmem.mcp_server import TOOL_PREFIX
+from asyncmem.tool import ACTIONS, action_schema
+
+ROOT = Path(__file__).resolve().parent.parent
+
+pytestmark = pytest.mark.slow
+
+
+def server(tmp_path: Path, *extra: str) -> StdioServerParameters:
+    return StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "asyncmem", "mcp", "--backend", f"sqlite:///{tmp_path / 'memory.db'}", *extra],
+        env={"PYTHONPATH": str(ROOT), "XDG_DATA_HOME": str(tmp_path / "xdg")},
+        cwd=tmp_path,
+    )
+
+
+def connect(tmp_path: Path, *extra: str) -> Client:
+    """A client that spawns the server; entered in the test itself, since anyio's cancel
+    scopes must be left in the task that entered them (an async fixture would not be)."""
+    return Client(server(tmp_path, *extra), read_timeout_seconds=60)
+
+
+async def call(client: Client, action: str, **arguments: Any) -> tuple[bool, dict[str, Any]]:
+    result = await client.call_tool(TOOL_PREFIX + action, arguments)
+    (content,) = result.content
+    assert content.type == "text"
+    answer: dict[str, Any] = json.loads(content.text)
+    assert result.structured_content == answer
+    assert answer["success"] is not result.is_error
+    return result.is_error, answer
+
+
+async def test_every_action_is_a_tool_with_its_schema(tmp_path: Path) -> None:
+    async with connect(tmp_path) as client:
+        listed = await client.list_tools()
+    assert [tool.name for tool in listed.tools] == [TOOL_PREFIX + action for action in ACTIONS]
+    for tool, action in zip(listed.tools, ACTIONS, strict=True):
+        assert tool.input_schema == action_schema(action)
+        assert tool.description
+
+
+async def test_memories_stored_over_mcp_are_in_the_database(tmp_path: Path) -> None:
+    async with connect(tmp_path) as client:
+        failed, stored = await call(
+            client,
+            "store",
+            user_id="alice",
+            key="pet",
+            value="Alice has a grey cat",
+            metadata={"n": 1},
+        )
+        assert not failed
+        assert stored["created"] is True
+        await call(client, "store", user_id="alice", key="job", value="Alice is a nurse")
+
+        _, found = await call(client, "retrieve", user_id="alice", key="pet")
+        assert found["memory"]["value"] == "Alice has a grey cat"
+        _, hits = await call(client, "query", user_id="alice", text="Which cat does she have?")
+        assert [hit["key"] for hit in hits["results"]] == ["pet"]
+        _, listed = await call(client, "list", user_id="alice")
+        assert listed["keys"] == ["job", "pet"]
+        _, deleted = await call(client, "delete", user_id="alice", key="job")
+        assert deleted["deleted"] is True
+        _, info = await call(client, "info")
+        assert info["backend"] == "sql (sqlite)"
+
+        async with SQLBackend(f"sqlite:///{tmp_path / 'memory.db'}") as store:
+            entry = await store.retrieve("alice", "pet")
+            assert entry is not None
+            assert entry.metadata == {"n": 1}
+            assert await store.list_keys("alice") == ["pet"]
+
+        _, forgot = await call(client, "forget", user_id="alice")
+        assert forgot["deleted_count"] == 1
+
+
+async def test_mistakes_are_tool_errors_the_model_can_read(tmp_path: Path) -> None:
+    async with connect(tmp_path) as client:
+        failed, answer = await call(client, "retrieve", user_id="alice")
+        assert failed
+        assert answer["error"] == "action 'retrieve' needs 'key'; it takes: user_id, key"
+        failed, answer = await call(client, "query", user_id="a", text="x", limit=0)
+        assert failed
+        assert "minimum of 1" in answer["error"]
+        failed, answer = await call(client, "store", user_id="a", key="k", value="v", colour="red")
+        assert failed
+        assert "unexpected argument 'colour'" in answer["error"]
+        result = await client.call_tool("remember", {"user_id": "a"})
+        assert result.is_error
+        assert "unknown tool" in result.content[0].text  # type: ignore[union-attr]
+        failed, _ = await call(client, "list", user_id="a")
+        assert not failed, "the server keeps serving after errors"
+
+
+async def test_bound_user_server(tmp_path: Path) -> None:
+    async with Client(server(tmp_path, "--user", "alice"), read_timeout_seconds=60) as client:
+        listed = await client.list_tools()
+        for tool in listed.tools:
+            assert "user_id" not in tool.input_schema["properties"]
+        failed, _ = await call(client, "store", key="pet", value="a grey cat")
+        assert not failed
+        failed, answer = await call(client, "list", user_id="bob")
+        assert failed
+        assert "one user" in answer["error"]
+    async with SQLBackend(f"sqlite:///{tmp_path / 'memory.db'}") as store:
+        assert await store.list_keys("alice") == ["pet"]
