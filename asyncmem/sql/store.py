@@ -6,22 +6,31 @@ import asyncio
 import json
 import re
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from typing import Any
 
 from sqlalchemy.engine import URL
 
 from asyncmem.backend import (
+    MAX_LIMIT,
     BackendBase,
+    Condition,
     MemoryEntry,
     check_id,
+    check_items,
+    check_keys,
     check_limit,
     check_metadata,
+    check_offset,
+    check_page_limit,
+    check_page_size,
     check_text,
+    check_ttl,
     check_value,
+    check_where,
 )
 from asyncmem.errors import AsyncmemError, InvalidInputError
-from asyncmem.sql import migrate
+from asyncmem.sql import filters, migrate
 from asyncmem.sql.drivers import (
     Driver,
     PostgresDriver,
@@ -37,7 +46,7 @@ from asyncmem.sql.engine import (
     sqlite_path,
 )
 from asyncmem.sql.search import fts5_expression, query_terms, tsquery_expression
-from asyncmem.sql.statements import SQL, Statements, statements_for
+from asyncmem.sql.statements import SQL, Statements, filtered_statement, statements_for
 
 __all__ = ["SQLBackend"]
 
@@ -49,8 +58,13 @@ def _metadata(raw: Any) -> dict[str, Any]:
     return loaded
 
 
+def _live_count(rows: list[Any]) -> int:
+    """How many deleted rows (``expires_at``, ``now``) had not expired."""
+    return sum(1 for expires_at, now in rows if expires_at is None or expires_at > now)
+
+
 def _entry(row: Any, score: float | None = None) -> MemoryEntry:
-    return MemoryEntry(row[0], row[1], row[2], _metadata(row[3]), row[4], row[5], score)
+    return MemoryEntry(row[0], row[1], row[2], _metadata(row[3]), row[4], row[5], score, row[6])
 
 
 class SQLBackend(BackendBase):
@@ -66,6 +80,10 @@ class SQLBackend(BackendBase):
     a power loss may lose the last moments of writes but never corrupts the file. Each write is
     one statement holding the write lock only while it runs; writers in other processes wait up
     to ``busy_timeout`` seconds. ``readers`` connections serve reads next to the writer.
+
+    ``max_versions`` is how many versions of a memory :meth:`history` keeps, the current one
+    included (default 10). It is kept in the database, because the triggers that keep the
+    history read it: giving it sets it for every store on that database; ``None`` leaves it.
 
     PostgreSQL: ``schema`` puts the tables in that schema (created on open when
     ``auto_migrate``), so several stores can share one database; ``timeout`` bounds connecting
@@ -86,8 +104,16 @@ class SQLBackend(BackendBase):
         schema: str | None = None,
         timeout: float = 30.0,
         pool_size: int = 10,
+        max_versions: int | None = None,
     ) -> None:
         super().__init__()
+        if max_versions is not None and (
+            isinstance(max_versions, bool)
+            or not isinstance(max_versions, int)
+            or not 1 <= max_versions <= MAX_LIMIT
+        ):
+            raise InvalidInputError(f"max_versions must be an int from 1 to {MAX_LIMIT}")
+        self.max_versions = max_versions
         self._url = normalize_url(url)
         self.dialect = self._url.get_backend_name()
         if self.dialect == "sqlite" and sqlite_path(self._url) is None:
@@ -151,6 +177,11 @@ class SQLBackend(BackendBase):
             finally:
                 await engine.dispose()
             await self._driver.open()
+            if self.max_versions is not None:
+                setting = self._sql.set_setting
+                await self._driver.execute(
+                    setting, setting.args(name="max_versions", value=self.max_versions)
+                )
 
     async def _close(self) -> None:
         await self._driver.close()
@@ -194,41 +225,72 @@ class SQLBackend(BackendBase):
             return False
         return True
 
+    def _filter(
+        self, kind: str, where: tuple[Condition, ...], *, one_user: bool = True
+    ) -> tuple[SQL, dict[str, Any]]:
+        """The statement for a ``where`` filter's shape (compiled once) and its bound values."""
+        if not where and one_user and kind != "scan":
+            return getattr(self._sql, kind), {}
+        sql = filtered_statement(self.dialect, kind, filters.shape_of(where), one_user)
+        return sql, filters.values(where, self.dialect)
+
     async def store(
         self,
         user_id: str,
         key: str,
         value: str,
         metadata: Mapping[str, Any] | None = None,
+        *,
+        ttl: float | None = None,
     ) -> MemoryEntry:
+        """Insert or replace; the replaced value becomes a version (see :meth:`history`).
+
+        ``ttl`` (seconds) makes the memory invisible to every read once it has passed;
+        storing again without ``ttl`` keeps the memory until it is deleted.
+        """
         check_id("user_id", user_id)
         check_id("key", key)
         check_value(value)
         clean = check_metadata(metadata)
+        seconds = check_ttl(ttl)
         args = self._sql.upsert.args(
-            user_id=user_id, key=key, value=value, metadata=json.dumps(clean), now=self._now()
+            user_id=user_id,
+            key=key,
+            value=value,
+            metadata=json.dumps(clean),
+            now=self._now(),
+            ttl=seconds,
         )
         (row,) = await self._fetch("store", self._sql.upsert, args, write=True)
-        return MemoryEntry(user_id, key, value, clean, row[0], row[1])
+        return MemoryEntry(user_id, key, value, clean, row[0], row[1], None, row[2])
 
     async def retrieve(self, user_id: str, key: str) -> MemoryEntry | None:
         check_id("user_id", user_id)
         check_id("key", key)
-        args = self._sql.retrieve.args(user_id=user_id, key=key)
+        args = self._sql.retrieve.args(user_id=user_id, key=key, now=time.time())
         rows = await self._fetch("retrieve", self._sql.retrieve, args)
         return _entry(rows[0]) if rows else None
 
-    async def query(self, user_id: str, text: str, limit: int = 10) -> list[MemoryEntry]:
+    async def query(
+        self,
+        user_id: str,
+        text: str,
+        limit: int = 10,
+        *,
+        where: Mapping[str, Any] | None = None,
+    ) -> list[MemoryEntry]:
         """Memories of ``user_id`` ranked by relevance to the question ``text``.
 
         The text is split into words; common function words are dropped and the rest OR-ed,
         so memories that share more (and rarer) words with the question rank higher: FTS5
         bm25 on SQLite, ``ts_rank_cd`` on PostgreSQL, both with English stemming. Text with
-        no searchable words returns ``[]``.
+        no searchable words returns ``[]``. ``where`` keeps only memories whose metadata
+        matches, in the same statement (see :mod:`asyncmem.sql.filters`).
         """
         check_id("user_id", user_id)
         check_text(text)
         check_limit(limit)
+        conditions = check_where(where)
         terms = query_terms(text)
         if not terms:
             await self._ready()
@@ -236,23 +298,170 @@ class SQLBackend(BackendBase):
         expression = (
             fts5_expression(terms) if self.dialect == "sqlite" else tsquery_expression(terms)
         )
-        args = self._sql.query.args(match=expression, user_id=user_id, limit=limit)
-        rows = await self._fetch("query", self._sql.query, args)
-        return [_entry(row, float(row[6])) for row in rows]
+        sql, bound = self._filter("query", conditions)
+        args = sql.args(match=expression, user_id=user_id, limit=limit, now=time.time(), **bound)
+        rows = await self._fetch("query", sql, args)
+        return [_entry(row, float(row[7])) for row in rows]
 
-    async def list_keys(self, user_id: str) -> list[str]:
+    async def list_keys(
+        self,
+        user_id: str,
+        *,
+        where: Mapping[str, Any] | None = None,
+        limit: int | None = None,
+        offset: int = 0,
+    ) -> list[str]:
+        """Keys of live memories, most recently updated first; a page of them with ``limit``."""
         check_id("user_id", user_id)
-        args = self._sql.list_keys.args(user_id=user_id)
-        rows = await self._fetch("list_keys", self._sql.list_keys, args)
+        conditions = check_where(where)
+        count = check_page_limit(limit)
+        skip = check_offset(offset)
+        sql, bound = self._filter("list_keys", conditions)
+        if count is None and self.dialect == "sqlite":
+            count = -1
+        args = sql.args(user_id=user_id, limit=count, offset=skip, now=time.time(), **bound)
+        rows = await self._fetch("list_keys", sql, args)
         return [row[0] for row in rows]
 
     async def delete(self, user_id: str, key: str) -> bool:
+        """Delete a memory and its versions; ``True`` if it was there and not expired."""
         check_id("user_id", user_id)
         check_id("key", key)
-        args = self._sql.delete.args(user_id=user_id, key=key)
-        return await self._execute("delete", self._sql.delete, args) > 0
+        args = self._sql.delete.args(user_id=user_id, key=key, now=time.time())
+        rows = await self._fetch("delete", self._sql.delete, args, write=True)
+        return _live_count(rows) > 0
 
     async def forget_user(self, user_id: str) -> int:
+        """Delete every memory and version of ``user_id``; return how many live ones there were.
+
+        On SQLite the full-text index is then optimised (rewritten in one segment), so the
+        user's words are gone from its shadow tables too, not only marked deleted: this costs
+        time in proportion to the whole index, not to the user's memories.
+        """
         check_id("user_id", user_id)
-        args = self._sql.forget_user.args(user_id=user_id)
-        return await self._execute("forget_user", self._sql.forget_user, args)
+        args = self._sql.forget_user.args(user_id=user_id, now=time.time())
+        rows = await self._fetch("forget_user", self._sql.forget_user, args, write=True)
+        if rows and self.dialect == "sqlite":
+            await self._execute("forget_user", self._sql.fts_optimize, ())
+        return _live_count(rows)
+
+    def scan(
+        self,
+        user_id: str | None = None,
+        *,
+        where: Mapping[str, Any] | None = None,
+        page_size: int = 500,
+    ) -> AsyncIterator[MemoryEntry]:
+        """Stream live memories (of one user, or of all with ``None``) in insertion order.
+
+        Keyset pagination on the row id: each page is one statement after the last id seen, so
+        memory use is one page and memories stored during the scan with a higher id are seen.
+        """
+        if user_id is not None:
+            check_id("user_id", user_id)
+        conditions = check_where(where)
+        size = check_page_size(page_size)
+        sql, bound = self._filter("scan", conditions, one_user=user_id is not None)
+        return self._scan(sql, bound, user_id, size)
+
+    async def _scan(
+        self, sql: SQL, bound: dict[str, Any], user_id: str | None, size: int
+    ) -> AsyncIterator[MemoryEntry]:
+        after = 0
+        while True:
+            args = sql.args(user_id=user_id, after=after, limit=size, now=time.time(), **bound)
+            rows = await self._fetch("scan", sql, args)
+            for row in rows:
+                yield _entry(row)
+            if len(rows) < size:
+                return
+            after = rows[-1][7]
+
+    async def history(self, user_id: str, key: str, limit: int = 10) -> list[MemoryEntry]:
+        """The memory and its kept previous versions, newest first; ``[]`` if it is gone."""
+        check_id("user_id", user_id)
+        check_id("key", key)
+        check_limit(limit)
+        args = self._sql.history.args(user_id=user_id, key=key, limit=limit, now=time.time())
+        rows = await self._fetch("history", self._sql.history, args)
+        return [_entry(row) for row in rows]
+
+    async def store_many(
+        self, user_id: str, items: Iterable[Mapping[str, Any]]
+    ) -> list[MemoryEntry]:
+        """Store every item (``key``, ``value``, optional ``metadata`` and ``ttl``), all or none.
+
+        Every item is checked before anything is written; then one transaction upserts them
+        all (``executemany``) and reads back their timestamps. Keys must be distinct.
+        """
+        check_id("user_id", user_id)
+        checked = check_items(items)
+        if not checked:
+            await self._ready()
+            return []
+        now = self._now()
+        upsert = self._sql.upsert_many
+        rows = [
+            upsert.args(
+                user_id=user_id,
+                key=item.key,
+                value=item.value,
+                metadata=json.dumps(item.metadata),
+                now=now,
+                ttl=item.ttl,
+            )
+            for item in checked
+        ]
+        keys = [item.key for item in checked]
+        read = self._sql.entries_for_keys
+        read_args = read.args(user_id=user_id, keys=self._keys_arg(keys))
+        await self._ready()
+        try:
+            async with self._driver.transaction() as transaction:
+                await transaction.executemany(upsert, rows)
+                stored = await transaction.fetch(read, read_args)
+        except Exception as exc:
+            error = translated("store_many", exc)
+            if error is None or error is exc:
+                raise
+            raise error from exc
+        times = {row[1]: (row[4], row[5], row[6]) for row in stored}
+        return [
+            MemoryEntry(
+                user_id,
+                item.key,
+                item.value,
+                item.metadata,
+                *times[item.key][:2],
+                None,
+                times[item.key][2],
+            )
+            for item in checked
+        ]
+
+    def _keys_arg(self, keys: list[str]) -> Any:
+        return keys if self.dialect == "postgresql" else json.dumps(keys)
+
+    async def delete_many(self, user_id: str, keys: Iterable[str]) -> int:
+        """Delete the memories (and versions) under ``keys`` in one statement; count live ones."""
+        check_id("user_id", user_id)
+        checked = check_keys(keys)
+        if not checked:
+            await self._ready()
+            return 0
+        sql = self._sql.delete_many
+        args = sql.args(user_id=user_id, keys=self._keys_arg(checked), now=time.time())
+        rows = await self._fetch("delete_many", sql, args, write=True)
+        return _live_count(rows)
+
+    async def purge_expired(self) -> int:
+        """Delete expired memories (and expired versions); return how many memories went.
+
+        Not needed for correctness (reads already hide them); it reclaims space.
+        """
+        now = time.time()
+        purge = self._sql.purge_expired
+        count = await self._execute("purge_expired", purge, purge.args(now=now))
+        versions = self._sql.purge_expired_versions
+        await self._execute("purge_expired", versions, versions.args(now=now))
+        return count
