@@ -47,6 +47,7 @@ __all__ = [
     "check_ttl",
     "check_value",
     "check_where",
+    "metadata_json",
 ]
 
 MAX_ID_LENGTH = 256
@@ -237,18 +238,25 @@ def _check_json(node: object, depth: int) -> None:
 
 def check_metadata(metadata: object) -> dict[str, Any]:
     """Return a plain JSON copy of ``metadata`` (``{}`` for ``None``) or raise."""
+    return metadata_json(metadata)[0]
+
+
+def metadata_json(metadata: object) -> tuple[dict[str, Any], str]:
+    """:func:`check_metadata` and the copy's JSON text, which is what a database stores."""
     if metadata is None:
-        return {}
+        return {}, "{}"
     if not isinstance(metadata, Mapping):
         raise InvalidInputError(
             f"metadata must be a mapping (a JSON object), not {type(metadata).__name__}"
         )
+    if not metadata:
+        return {}, "{}"
     _check_json(metadata, 0)
     text = json.dumps(metadata, ensure_ascii=False, separators=(",", ":"))
     if len(text.encode("utf-8")) > MAX_METADATA_BYTES:
         raise InvalidInputError(f"metadata is larger than {MAX_METADATA_BYTES} bytes as JSON")
     copy: dict[str, Any] = json.loads(text)
-    return copy
+    return copy, text
 
 
 def check_limit(limit: object) -> int:
@@ -307,6 +315,8 @@ class BatchItem:
     value: str
     metadata: dict[str, Any]
     ttl: float | None
+    metadata_text: str
+    """``metadata`` as JSON text."""
 
 
 _ITEM_FIELDS = frozenset({"key", "value", "metadata", "ttl"})
@@ -332,14 +342,14 @@ def check_items(items: object) -> list[BatchItem]:
         try:
             key = check_id("key", item["key"])
             value = check_value(item["value"])
-            metadata = check_metadata(item.get("metadata"))
+            metadata, text = metadata_json(item.get("metadata"))
             ttl = check_ttl(item.get("ttl"))
         except InvalidInputError as exc:
             raise InvalidInputError(f"items[{index}]: {exc}") from None
         if key in seen:
             raise InvalidInputError(f"items[{index}] repeats a key given earlier in the batch")
         seen.add(key)
-        checked.append(BatchItem(key, value, metadata, ttl))
+        checked.append(BatchItem(key, value, metadata, ttl, text))
     return checked
 
 

@@ -282,10 +282,10 @@ async def _wait_past(moment: float) -> None:
 
 async def test_expired_memories_are_invisible_to_every_read(store: MemoryBackend) -> None:
     kept = await store.store("alice", "kept", "the garden gate is green", {"t": 1})
-    short = await store.store("alice", "short", "the garden shed is red", {"t": 1}, ttl=0.5)
+    short = await store.store("alice", "short", "the garden shed is red", {"t": 1}, ttl=1.5)
     assert kept.expires_at is None
     assert short.expires_at is not None
-    assert short.expires_at == pytest.approx(short.updated_at + 0.5, abs=0.01)
+    assert short.expires_at == pytest.approx(short.updated_at + 1.5, abs=0.01)
     retrieved = await store.retrieve("alice", "short")
     assert retrieved is not None
     assert retrieved.expires_at == pytest.approx(short.expires_at)

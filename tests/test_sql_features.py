@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
+import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -225,3 +226,24 @@ async def test_upgrade_from_0001_keeps_data_and_downgrades(database_url: str) ->
         await migrate.upgrade(engine)
     finally:
         await engine.dispose()
+
+
+def test_db_purge_command(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from asyncmem.cli import main
+
+    url = f"sqlite:///{tmp_path / 'memory.db'}"
+
+    async def fill() -> float:
+        async with SQLBackend(url) as backend:
+            await backend.store("alice", "kept", "v")
+            short = await backend.store("alice", "short", "v", ttl=0.2)
+            assert short.expires_at is not None
+            return short.expires_at
+
+    expires_at = asyncio.run(fill())
+    while time.time() <= expires_at:
+        time.sleep(0.05)
+    assert main(["db", "purge", "--url", url]) == 0
+    assert "purged 1 expired memories" in capsys.readouterr().out
+    with sqlite3.connect(tmp_path / "memory.db") as raw:
+        assert [row[0] for row in raw.execute("SELECT key FROM memories")] == ["kept"]

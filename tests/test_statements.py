@@ -30,7 +30,7 @@ def test_every_statement_binds_its_parameters_in_order(dialect: str) -> None:
         "delete_many": {"user_id", "keys"} | now,
         "forget_user": {"user_id"} | now,
         "history": {"user_id", "key", "limit"} | now,
-        "entries_for_keys": {"user_id", "keys"},
+        "times_for_keys": {"user_id", "keys"},
         "purge_expired": set() | now,
         "purge_expired_versions": set() | now,
         "set_setting": {"name", "value"},

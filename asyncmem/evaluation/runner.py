@@ -66,6 +66,8 @@ class _Counting:
         ttl: float | None = None,
     ) -> MemoryEntry:
         self.calls += 1
+        if ttl is None:
+            return await self.inner.store(user_id, key, value, metadata)
         return await self.inner.store(user_id, key, value, metadata, ttl=ttl)
 
     async def retrieve(self, user_id: str, key: str) -> MemoryEntry | None:
@@ -81,6 +83,8 @@ class _Counting:
         where: Mapping[str, Any] | None = None,
     ) -> list[MemoryEntry]:
         self.calls += 1
+        if where is None:
+            return await self.inner.query(user_id, text, limit)
         return await self.inner.query(user_id, text, limit, where=where)
 
     async def list_keys(
@@ -92,6 +96,8 @@ class _Counting:
         offset: int = 0,
     ) -> list[str]:
         self.calls += 1
+        if where is None and limit is None and offset == 0:
+            return await self.inner.list_keys(user_id)
         return await self.inner.list_keys(user_id, where=where, limit=limit, offset=offset)
 
     async def delete(self, user_id: str, key: str) -> bool:

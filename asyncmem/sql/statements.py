@@ -101,7 +101,7 @@ class Statements:
     delete_many: SQL
     forget_user: SQL
     history: SQL
-    entries_for_keys: SQL
+    times_for_keys: SQL
     purge_expired: SQL
     purge_expired_versions: SQL
     set_setting: SQL
@@ -334,7 +334,11 @@ def statements_for(dialect_name: str) -> Statements:
         delete_many=sql(delete(Memory).where(user, _keys_param(dialect_name)).returning(*expiry)),
         forget_user=sql(delete(Memory).where(user).returning(*expiry)),
         history=sql(_history(dialect_name)),
-        entries_for_keys=sql(select(*_entry_columns()).where(user, _keys_param(dialect_name))),
+        times_for_keys=sql(
+            select(Memory.key, Memory.created_at, Memory.updated_at, Memory.expires_at).where(
+                user, _keys_param(dialect_name)
+            )
+        ),
         purge_expired=sql(delete(Memory).where(Memory.expires_at <= now)),
         purge_expired_versions=sql(delete(MemoryVersion).where(MemoryVersion.expires_at <= now)),
         set_setting=sql(

@@ -20,7 +20,6 @@ from asyncmem.backend import (
     check_items,
     check_keys,
     check_limit,
-    check_metadata,
     check_offset,
     check_page_limit,
     check_page_size,
@@ -28,6 +27,7 @@ from asyncmem.backend import (
     check_ttl,
     check_value,
     check_where,
+    metadata_json,
 )
 from asyncmem.errors import AsyncmemError, InvalidInputError
 from asyncmem.sql import filters, migrate
@@ -251,13 +251,13 @@ class SQLBackend(BackendBase):
         check_id("user_id", user_id)
         check_id("key", key)
         check_value(value)
-        clean = check_metadata(metadata)
+        clean, metadata_text = metadata_json(metadata)
         seconds = check_ttl(ttl)
         args = self._sql.upsert.args(
             user_id=user_id,
             key=key,
             value=value,
-            metadata=json.dumps(clean),
+            metadata=metadata_text,
             now=self._now(),
             ttl=seconds,
         )
@@ -406,14 +406,14 @@ class SQLBackend(BackendBase):
                 user_id=user_id,
                 key=item.key,
                 value=item.value,
-                metadata=json.dumps(item.metadata),
+                metadata=item.metadata_text,
                 now=now,
                 ttl=item.ttl,
             )
             for item in checked
         ]
         keys = [item.key for item in checked]
-        read = self._sql.entries_for_keys
+        read = self._sql.times_for_keys
         read_args = read.args(user_id=user_id, keys=self._keys_arg(keys))
         await self._ready()
         try:
@@ -425,7 +425,7 @@ class SQLBackend(BackendBase):
             if error is None or error is exc:
                 raise
             raise error from exc
-        times = {row[1]: (row[4], row[5], row[6]) for row in stored}
+        times = {row[0]: (row[1], row[2], row[3]) for row in stored}
         return [
             MemoryEntry(
                 user_id,
