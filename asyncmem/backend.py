@@ -333,9 +333,8 @@ def check_items(items: object) -> list[BatchItem]:
             raise InvalidInputError(f"a batch holds at most {MAX_BATCH} items")
         if not isinstance(item, Mapping):
             raise InvalidInputError(f"items[{index}] must be a mapping, not {type(item).__name__}")
-        unknown = set(item) - _ITEM_FIELDS
-        if unknown:
-            names = ", ".join(sorted(repr(name) for name in unknown))
+        if not _ITEM_FIELDS.issuperset(item):
+            names = ", ".join(sorted(repr(name) for name in set(item) - _ITEM_FIELDS))
             raise InvalidInputError(f"items[{index}] has unknown fields: {names}")
         if "key" not in item or "value" not in item:
             raise InvalidInputError(f"items[{index}] needs a key and a value")

@@ -128,8 +128,14 @@ async def test_store_many_is_one_transaction_next_to_single_writes(
     assert len(await sql_store.list_keys("alice")) == 350
 
 
-async def test_a_failing_batch_writes_nothing(tmp_path: Path) -> None:
-    """A database error in the middle of a batch rolls every item back."""
+@pytest.mark.parametrize("chunk_text", [None, 60], ids=["one statement", "chunked"])
+async def test_a_failing_batch_writes_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, chunk_text: int | None
+) -> None:
+    """A database error in the middle of a batch rolls every item back, also when the batch
+    is split into several statements of one transaction."""
+    if chunk_text is not None:
+        monkeypatch.setattr("asyncmem.sql.store._BATCH_TEXT", chunk_text)
     path = tmp_path / "memory.db"
     async with SQLBackend(f"sqlite:///{path}") as backend:
         await backend.store("alice", "k0", "before")
@@ -148,6 +154,9 @@ async def test_a_failing_batch_writes_nothing(tmp_path: Path) -> None:
         assert entry.value == "before"
         await backend.store("alice", "k1", "the writer still works")
         assert sorted(await backend.list_keys("alice")) == ["k0", "k1"]
+        stored = await backend.store_many("alice", [i for i in items if i["key"] != "k5"])
+        assert [e.key for e in stored] == [f"k{i}" for i in range(10) if i != 5]
+        assert len(await backend.list_keys("alice")) == 9
 
 
 # -- migration 0001 → 0002 on real data --------------------------------------------------

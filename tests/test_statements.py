@@ -22,7 +22,7 @@ def test_every_statement_binds_its_parameters_in_order(dialect: str) -> None:
     now = {"now"} if dialect == "sqlite" else set()
     expected = {
         "upsert": {"user_id", "key", "value", "metadata", "ttl"} | now,
-        "upsert_many": {"user_id", "key", "value", "metadata", "ttl"} | now,
+        "upsert_many": {"user_id", "items"} | now,
         "retrieve": {"user_id", "key"} | now,
         "query": {"match", "user_id", "limit"} | now,
         "list_keys": {"user_id", "limit", "offset"} | now,
@@ -30,7 +30,6 @@ def test_every_statement_binds_its_parameters_in_order(dialect: str) -> None:
         "delete_many": {"user_id", "keys"} | now,
         "forget_user": {"user_id"} | now,
         "history": {"user_id", "key", "limit"} | now,
-        "times_for_keys": {"user_id", "keys"},
         "purge_expired": set() | now,
         "purge_expired_versions": set() | now,
         "set_setting": {"name", "value"},

@@ -20,6 +20,7 @@ from sqlalchemy import (
     BigInteger,
     Double,
     String,
+    Text,
     and_,
     bindparam,
     case,
@@ -33,9 +34,12 @@ from sqlalchemy import (
     select,
     table,
     text,
+    true,
+    type_coerce,
     union_all,
 )
 from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.dialects.postgresql import asyncpg as pg_asyncpg
 from sqlalchemy.dialects.sqlite import aiosqlite as sqlite_aiosqlite
 from sqlalchemy.engine import Dialect
@@ -101,7 +105,6 @@ class Statements:
     delete_many: SQL
     forget_user: SQL
     history: SQL
-    times_for_keys: SQL
     purge_expired: SQL
     purge_expired_versions: SQL
     set_setting: SQL
@@ -143,38 +146,22 @@ def _keys_param(dialect_name: str) -> ColumnElement[bool]:
     return Memory.key.in_(select(listed.c.value))
 
 
-def _upsert(dialect_name: str, returning: bool = True) -> ClauseElement:
-    """Insert or replace one memory; returns its (created_at, updated_at, expires_at).
-
-    ``expires_at`` is the write's time plus the ``ttl`` parameter (``NULL`` without one).
-    Storing over an expired memory starts it afresh: a new ``created_at`` (and the history
-    trigger drops the expired memory's versions).
-
-    SQLite takes the time as the ``now`` parameter (read under the write lock). PostgreSQL
-    reads the server's clock: an insert at the statement's start, an update after the row lock
-    is granted, so of concurrent writers to one key the last to commit has the latest time.
-    """
-    inserted_at: ColumnElement[float]
-    updated_at: ColumnElement[float]
-    insert: Any
+def _clock(dialect_name: str) -> tuple[ColumnElement[float], ColumnElement[float], Any]:
+    """(time of an insert, time of an update, the dialect's ``insert``)."""
     if dialect_name == "postgresql":
-        insert = postgresql.insert
-        inserted_at = cast(func.extract("epoch", func.statement_timestamp()), Double)
-        updated_at = cast(func.extract("epoch", func.clock_timestamp()), Double)
-    else:
-        insert = sqlite.insert
-        inserted_at = updated_at = bindparam("now", type_=Double)
-    statement = insert(Memory).values(
-        user_id=bindparam("user_id"),
-        key=bindparam("key"),
-        value=bindparam("value"),
-        metadata_=bindparam("metadata"),
-        created_at=inserted_at,
-        updated_at=inserted_at,
-        expires_at=inserted_at + bindparam("ttl", type_=Double),
-    )
+        return (
+            cast(func.extract("epoch", func.statement_timestamp()), Double),
+            cast(func.extract("epoch", func.clock_timestamp()), Double),
+            postgresql.insert,
+        )
+    now = bindparam("now", type_=Double)
+    return now, now, sqlite.insert
+
+
+def _on_conflict(statement: Any, updated_at: ColumnElement[float]) -> Any:
+    """Replace value and metadata, keep ``created_at`` unless the old memory had expired."""
     expired = and_(Memory.expires_at.is_not(None), Memory.expires_at <= updated_at)
-    upsert: Any = statement.on_conflict_do_update(
+    return statement.on_conflict_do_update(
         index_elements=[Memory.user_id, Memory.key],
         set_={
             Memory.value: statement.excluded.value,
@@ -186,10 +173,85 @@ def _upsert(dialect_name: str, returning: bool = True) -> ClauseElement:
             Memory.expires_at: statement.excluded.expires_at,
         },
     )
-    if returning:
-        upsert = upsert.returning(Memory.created_at, Memory.updated_at, Memory.expires_at)
-    result: ClauseElement = upsert
-    return result
+
+
+def _upsert(dialect_name: str) -> ClauseElement:
+    """Insert or replace one memory; returns its (created_at, updated_at, expires_at).
+
+    ``expires_at`` is the write's time plus the ``ttl`` parameter (``NULL`` without one).
+    Storing over an expired memory starts it afresh: a new ``created_at`` (and the history
+    trigger drops the expired memory's versions).
+
+    SQLite takes the time as the ``now`` parameter (read under the write lock). PostgreSQL
+    reads the server's clock: an insert at the statement's start, an update after the row lock
+    is granted, so of concurrent writers to one key the last to commit has the latest time.
+    """
+    inserted_at, updated_at, insert = _clock(dialect_name)
+    statement = insert(Memory).values(
+        user_id=bindparam("user_id"),
+        key=bindparam("key"),
+        value=bindparam("value"),
+        metadata_=bindparam("metadata"),
+        created_at=inserted_at,
+        updated_at=inserted_at,
+        expires_at=inserted_at + bindparam("ttl", type_=Double),
+    )
+    upsert: ClauseElement = _on_conflict(statement, updated_at).returning(
+        Memory.created_at, Memory.updated_at, Memory.expires_at
+    )
+    return upsert
+
+
+def _upsert_batch(dialect_name: str) -> ClauseElement:
+    """Insert or replace many memories of one user in one statement, like :func:`_upsert`.
+
+    The ``items`` parameter is a JSON array of ``[key, value, metadata, ttl]`` arrays, so the
+    statement text is the same for any number of items. One statement, not ``executemany``,
+    because SQLite flushes the FTS5 index at the end of every statement that writes it
+    (through the sync trigger): per item, that was most of a batch's cost.
+    """
+    inserted_at, updated_at, insert = _clock(dialect_name)
+    fields: list[Any]
+    if dialect_name == "postgresql":
+        rows = func.jsonb_array_elements(cast(bindparam("items", type_=Text()), JSONB))
+        source: Any = rows.table_valued("value").alias("item")
+        item = type_coerce(source.c.value, JSONB)
+        fields = [
+            item.op("->>", return_type=Text)(literal_column("0")),
+            item.op("->>", return_type=Text)(literal_column("1")),
+            item.op("->", return_type=JSONB)(literal_column("2")),
+            cast(item.op("->>", return_type=Text)(literal_column("3")), Double),
+        ]
+    else:
+        source = func.json_each(bindparam("items", type_=String())).table_valued("value")
+        source = source.alias("item")
+        fields = [func.json_extract(source.c.value, literal_column(f"'$[{i}]'")) for i in range(4)]
+    key, value, metadata, ttl = fields
+    rows_select = select(
+        bindparam("user_id", type_=String()),
+        key,
+        value,
+        metadata,
+        inserted_at,
+        inserted_at,
+        inserted_at + ttl,
+    ).where(true())
+    statement = insert(Memory).from_select(
+        [
+            Memory.user_id,
+            Memory.key,
+            Memory.value,
+            Memory.metadata_,
+            Memory.created_at,
+            Memory.updated_at,
+            Memory.expires_at,
+        ],
+        rows_select,
+    )
+    upsert: ClauseElement = _on_conflict(statement, updated_at).returning(
+        Memory.key, Memory.created_at, Memory.updated_at, Memory.expires_at
+    )
+    return upsert
 
 
 def _query(dialect_name: str, where: filters.Shape = ()) -> ClauseElement:
@@ -326,7 +388,7 @@ def statements_for(dialect_name: str) -> Statements:
     setting = insert(Setting).values(name=bindparam("name"), value=bindparam("value"))
     return Statements(
         upsert=sql(_upsert(dialect_name)),
-        upsert_many=sql(_upsert(dialect_name, returning=False)),
+        upsert_many=sql(_upsert_batch(dialect_name)),
         retrieve=sql(select(*_entry_columns()).where(*one, live)),
         query=filtered_statement(dialect_name, "query", ()),
         list_keys=filtered_statement(dialect_name, "list_keys", ()),
@@ -334,11 +396,6 @@ def statements_for(dialect_name: str) -> Statements:
         delete_many=sql(delete(Memory).where(user, _keys_param(dialect_name)).returning(*expiry)),
         forget_user=sql(delete(Memory).where(user).returning(*expiry)),
         history=sql(_history(dialect_name)),
-        times_for_keys=sql(
-            select(Memory.key, Memory.created_at, Memory.updated_at, Memory.expires_at).where(
-                user, _keys_param(dialect_name)
-            )
-        ),
         purge_expired=sql(delete(Memory).where(Memory.expires_at <= now)),
         purge_expired_versions=sql(delete(MemoryVersion).where(MemoryVersion.expires_at <= now)),
         set_setting=sql(

@@ -14,6 +14,7 @@ from sqlalchemy.engine import URL
 from asyncmem.backend import (
     MAX_LIMIT,
     BackendBase,
+    BatchItem,
     Condition,
     MemoryEntry,
     check_id,
@@ -56,6 +57,31 @@ _SCHEMA = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,62}")
 def _metadata(raw: Any) -> dict[str, Any]:
     loaded: dict[str, Any] = json.loads(raw) if isinstance(raw, str | bytes) else raw
     return loaded
+
+
+_BATCH_TEXT = 32 * 1024 * 1024
+"""Largest JSON text of the items of one ``store_many`` statement, in characters."""
+
+
+_dumps = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
+
+
+def _batch_chunks(items: list[BatchItem]) -> list[str]:
+    """The items as JSON arrays of ``[key, value, metadata, ttl]``, split by size."""
+    chunks: list[str] = []
+    parts: list[str] = []
+    size = 0
+    for item in items:
+        ttl = "null" if item.ttl is None else repr(item.ttl)
+        key_and_value = _dumps([item.key, item.value])
+        part = f"{key_and_value[:-1]},{item.metadata_text},{ttl}]"
+        if parts and size + len(part) > _BATCH_TEXT:
+            chunks.append("[" + ",".join(parts) + "]")
+            parts, size = [], 0
+        parts.append(part)
+        size += len(part) + 1
+    chunks.append("[" + ",".join(parts) + "]")
+    return chunks
 
 
 def _live_count(rows: list[Any]) -> int:
@@ -392,39 +418,34 @@ class SQLBackend(BackendBase):
         """Store every item (``key``, ``value``, optional ``metadata`` and ``ttl``), all or none.
 
         Every item is checked before anything is written; then one transaction upserts them
-        all (``executemany``) and reads back their timestamps. Keys must be distinct.
+        all in one statement that returns their timestamps (a batch larger than
+        ``_BATCH_TEXT`` characters of JSON is split into statements of one transaction).
+        Keys must be distinct.
         """
         check_id("user_id", user_id)
         checked = check_items(items)
         if not checked:
             await self._ready()
             return []
-        now = self._now()
         upsert = self._sql.upsert_many
-        rows = [
-            upsert.args(
-                user_id=user_id,
-                key=item.key,
-                value=item.value,
-                metadata=item.metadata_text,
-                now=now,
-                ttl=item.ttl,
-            )
-            for item in checked
-        ]
-        keys = [item.key for item in checked]
-        read = self._sql.times_for_keys
-        read_args = read.args(user_id=user_id, keys=self._keys_arg(keys))
-        await self._ready()
-        try:
-            async with self._driver.transaction() as transaction:
-                await transaction.executemany(upsert, rows)
-                stored = await transaction.fetch(read, read_args)
-        except Exception as exc:
-            error = translated("store_many", exc)
-            if error is None or error is exc:
-                raise
-            raise error from exc
+        chunks = _batch_chunks(checked)
+        now = self._now()
+        stored: list[Any] = []
+        if len(chunks) == 1:
+            args = upsert.args(user_id=user_id, items=chunks[0], now=now)
+            stored = await self._fetch("store_many", upsert, args, write=True)
+        else:
+            await self._ready()
+            try:
+                async with self._driver.transaction() as transaction:
+                    for chunk in chunks:
+                        args = upsert.args(user_id=user_id, items=chunk, now=now)
+                        stored.extend(await transaction.fetch(upsert, args))
+            except Exception as exc:
+                error = translated("store_many", exc)
+                if error is None or error is exc:
+                    raise
+                raise error from exc
         times = {row[0]: (row[1], row[2], row[3]) for row in stored}
         return [
             MemoryEntry(
@@ -432,7 +453,8 @@ class SQLBackend(BackendBase):
                 item.key,
                 item.value,
                 item.metadata,
-                *times[item.key][:2],
+                times[item.key][0],
+                times[item.key][1],
                 None,
                 times[item.key][2],
             )
