@@ -236,6 +236,10 @@ def _check_json(node: object, depth: int) -> None:
     raise InvalidInputError(f"metadata must be JSON: {type(node).__name__} is not")
 
 
+_ENCODE_JSON = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
+_DECODE_JSON = json.JSONDecoder().decode
+
+
 def check_metadata(metadata: object) -> dict[str, Any]:
     """Return a plain JSON copy of ``metadata`` (``{}`` for ``None``) or raise."""
     return metadata_json(metadata)[0]
@@ -252,10 +256,10 @@ def metadata_json(metadata: object) -> tuple[dict[str, Any], str]:
     if not metadata:
         return {}, "{}"
     _check_json(metadata, 0)
-    text = json.dumps(metadata, ensure_ascii=False, separators=(",", ":"))
-    if len(text.encode("utf-8")) > MAX_METADATA_BYTES:
+    text = _ENCODE_JSON(metadata)
+    if len(text) > MAX_METADATA_BYTES // 4 and len(text.encode("utf-8")) > MAX_METADATA_BYTES:
         raise InvalidInputError(f"metadata is larger than {MAX_METADATA_BYTES} bytes as JSON")
-    copy: dict[str, Any] = json.loads(text)
+    copy: dict[str, Any] = _DECODE_JSON(text)
     return copy, text
 
 

@@ -2,7 +2,7 @@
 
     python benchmarks/batches.py                     # SQLite, 1,000 items, 5 repeats
     python benchmarks/batches.py --items 1000 --repeat 5 --pg postgresql://postgres@127.0.0.1:5432/test
-    python benchmarks/batches.py --forget-sizes 2000,20000,100000
+    python benchmarks/batches.py --forget-sizes 2000,20000,100000 --dir /dev/shm
 
 - store: ``--items`` awaited ``store`` calls, one after another, into a fresh store;
 - store_many: one ``store_many`` call with the same items into another fresh store;
@@ -46,9 +46,9 @@ def items(count: int, tag: str = "") -> list[dict[str, Any]]:
 
 
 @asynccontextmanager
-async def fresh(pg: str | None) -> AsyncIterator[SQLBackend]:
+async def fresh(pg: str | None, directory: str | None = None) -> AsyncIterator[SQLBackend]:
     if pg is None:
-        with tempfile.TemporaryDirectory() as scratch:
+        with tempfile.TemporaryDirectory(dir=directory) as scratch:
             async with SQLBackend(f"sqlite:///{Path(scratch) / 'memory.db'}") as backend:
                 yield backend
         return
@@ -74,10 +74,10 @@ async def warm_up(backend: SQLBackend) -> None:
     await backend.delete_many("warm-up", ["batch"])
 
 
-async def one_run(count: int, pg: str | None) -> dict[str, float]:
+async def one_run(count: int, pg: str | None, directory: str | None) -> dict[str, float]:
     batch = items(count)
     result: dict[str, float] = {}
-    async with fresh(pg) as backend:
+    async with fresh(pg, directory) as backend:
         await warm_up(backend)
         started = time.perf_counter()
         for item in batch:
@@ -87,7 +87,7 @@ async def one_run(count: int, pg: str | None) -> dict[str, float]:
         for item in batch:
             await backend.delete("bench", item["key"])
         result["delete"] = time.perf_counter() - started
-    async with fresh(pg) as backend:
+    async with fresh(pg, directory) as backend:
         await warm_up(backend)
         started = time.perf_counter()
         stored = await backend.store_many("bench", batch)
@@ -100,8 +100,8 @@ async def one_run(count: int, pg: str | None) -> dict[str, float]:
     return result
 
 
-async def forget_cost(size: int, pg: str | None) -> float:
-    async with fresh(pg) as backend:
+async def forget_cost(size: int, pg: str | None, directory: str | None) -> float:
+    async with fresh(pg, directory) as backend:
         for start in range(0, size, 5000):
             chunk = items(min(5000, size - start), tag=f"c{start}-")
             await backend.store_many("others", chunk)
@@ -116,10 +116,11 @@ async def main() -> None:
     parser.add_argument("--items", type=int, default=1000)
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--pg", help="a PostgreSQL URL: measure there too")
+    parser.add_argument("--dir", help="where the SQLite files go (e.g. /dev/shm for tmpfs)")
     parser.add_argument("--forget-sizes", default="2000,20000", help="comma-separated sizes")
     args = parser.parse_args()
     for label, pg in [("SQLite", None), *([("PostgreSQL", args.pg)] if args.pg else [])]:
-        runs = [await one_run(args.items, pg) for _ in range(args.repeat)]
+        runs = [await one_run(args.items, pg, args.dir) for _ in range(args.repeat)]
         median = {name: statistics.median(run[name] for run in runs) for name in runs[0]}
         print(f"### {label}: {args.items} items, median of {args.repeat} runs\n")
         print("| operation | total | per item |\n|---|---|---|")
@@ -134,7 +135,9 @@ async def main() -> None:
         if sizes:
             print("| memories of other users | forget_user (10 memories) |\n|---|---|")
             for size in sizes:
-                seconds = statistics.median([await forget_cost(size, pg) for _ in range(3)])
+                seconds = statistics.median(
+                    [await forget_cost(size, pg, args.dir) for _ in range(3)]
+                )
                 print(f"| {size:,} | {seconds * 1000:.1f} ms |")
             print()
 
