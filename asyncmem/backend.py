@@ -9,26 +9,45 @@ import asyncio
 import enum
 import json
 import math
-from collections.abc import Mapping
+import re
+from collections.abc import AsyncIterator, Iterable, Mapping
 from dataclasses import dataclass, field
 from types import TracebackType
-from typing import Any, Protocol, Self, runtime_checkable
+from typing import Any, Literal, Protocol, Self, runtime_checkable
 
 from asyncmem.errors import BackendClosedError, InvalidInputError
 
 __all__ = [
+    "DEFAULT_MAX_VERSIONS",
+    "MAX_BATCH",
     "MAX_ID_LENGTH",
+    "MAX_IN_OPERANDS",
     "MAX_LIMIT",
     "MAX_METADATA_BYTES",
+    "MAX_PAGE_SIZE",
+    "MAX_PATH_DEPTH",
+    "MAX_TTL",
     "MAX_VALUE_BYTES",
+    "MAX_WHERE_FIELDS",
+    "OPERATORS",
     "BackendBase",
+    "BatchItem",
+    "Condition",
     "MemoryBackend",
     "MemoryEntry",
     "check_id",
+    "check_items",
+    "check_keys",
     "check_limit",
     "check_metadata",
+    "check_offset",
+    "check_page_limit",
+    "check_page_size",
     "check_text",
+    "check_ttl",
     "check_value",
+    "check_where",
+    "metadata_json",
 ]
 
 MAX_ID_LENGTH = 256
@@ -39,6 +58,20 @@ MAX_METADATA_BYTES = 64 * 1024
 """Largest metadata object, in bytes of its UTF-8 JSON text."""
 MAX_LIMIT = 1000
 """Largest ``limit`` a query accepts."""
+MAX_BATCH = 10_000
+"""Most items one ``store_many`` or ``delete_many`` call accepts."""
+MAX_PAGE_SIZE = 10_000
+"""Largest ``page_size`` of ``scan``."""
+MAX_TTL = 100 * 366 * 24 * 3600.0
+"""Longest ``ttl``, in seconds (about a century)."""
+MAX_WHERE_FIELDS = 32
+"""Most fields one ``where`` filter may name."""
+MAX_IN_OPERANDS = 100
+"""Most values one ``$in`` may list."""
+MAX_PATH_DEPTH = 8
+"""Most segments of a dotted field path."""
+DEFAULT_MAX_VERSIONS = 10
+"""Versions of one memory a store keeps by default, the current one included."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,6 +86,8 @@ class MemoryEntry:
     updated_at: float = 0.0
     score: float | None = None
     """Relevance of this entry to the question; set by ``query`` only, higher is better."""
+    expires_at: float | None = None
+    """When this memory stops being visible (unix seconds), or ``None`` to keep it."""
 
 
 @runtime_checkable
@@ -76,17 +111,56 @@ class MemoryBackend(Protocol):
         key: str,
         value: str,
         metadata: Mapping[str, Any] | None = None,
+        *,
+        ttl: float | None = None,
     ) -> MemoryEntry: ...
 
     async def retrieve(self, user_id: str, key: str) -> MemoryEntry | None: ...
 
-    async def query(self, user_id: str, text: str, limit: int = 10) -> list[MemoryEntry]: ...
+    async def query(
+        self,
+        user_id: str,
+        text: str,
+        limit: int = 10,
+        *,
+        where: Mapping[str, Any] | None = None,
+    ) -> list[MemoryEntry]: ...
 
-    async def list_keys(self, user_id: str) -> list[str]: ...
+    async def list_keys(
+        self,
+        user_id: str,
+        *,
+        where: Mapping[str, Any] | None = None,
+        limit: int | None = None,
+        offset: int = 0,
+    ) -> list[str]: ...
 
     async def delete(self, user_id: str, key: str) -> bool: ...
 
     async def forget_user(self, user_id: str) -> int: ...
+
+    def scan(
+        self,
+        user_id: str | None = None,
+        *,
+        where: Mapping[str, Any] | None = None,
+        page_size: int = 500,
+    ) -> AsyncIterator[MemoryEntry]:
+        """Stream memories in a stable order, ``page_size`` at a time; ``None`` = every user.
+
+        Arguments are checked when called, before the first item is awaited.
+        """
+        ...
+
+    async def history(self, user_id: str, key: str, limit: int = 10) -> list[MemoryEntry]: ...
+
+    async def store_many(
+        self, user_id: str, items: Iterable[Mapping[str, Any]]
+    ) -> list[MemoryEntry]: ...
+
+    async def delete_many(self, user_id: str, keys: Iterable[str]) -> int: ...
+
+    async def purge_expired(self) -> int: ...
 
     async def aclose(self) -> None: ...
 
@@ -163,33 +237,44 @@ def _check_json(node: object, depth: int) -> None:
 
 
 def _mapping_as_dict(node: object) -> dict[str, Any]:
-    """Let ``json.dumps`` write any ``Mapping`` (already checked), not just ``dict``."""
+    """Let the encoder write any ``Mapping`` (already checked), not just ``dict``."""
     if isinstance(node, Mapping):
         return dict(node)
     raise TypeError(type(node).__name__)  # pragma: no cover - _check_json rejected it
 
 
+_ENCODE_JSON = json.JSONEncoder(
+    ensure_ascii=False, separators=(",", ":"), default=_mapping_as_dict
+).encode
+_DECODE_JSON = json.JSONDecoder().decode
+
+
 def check_metadata(metadata: object) -> dict[str, Any]:
     """Return a plain JSON copy of ``metadata`` (``{}`` for ``None``) or raise."""
+    return metadata_json(metadata)[0]
+
+
+def metadata_json(metadata: object) -> tuple[dict[str, Any], str]:
+    """:func:`check_metadata` and the copy's JSON text, which is what a database stores."""
     if metadata is None:
-        return {}
+        return {}, "{}"
     if not isinstance(metadata, Mapping):
         raise InvalidInputError(
             f"metadata must be a mapping (a JSON object), not {type(metadata).__name__}"
         )
+    if not metadata:
+        return {}, "{}"
     _check_json(metadata, 0)
     try:
-        text = json.dumps(
-            metadata, ensure_ascii=False, separators=(",", ":"), default=_mapping_as_dict
-        )
+        text = _ENCODE_JSON(metadata)
     except ValueError:
         raise InvalidInputError(
             "metadata numbers must be at most 4300 digits (Python's int/str limit)"
         ) from None
-    if len(text.encode("utf-8")) > MAX_METADATA_BYTES:
+    if len(text) > MAX_METADATA_BYTES // 4 and len(text.encode("utf-8")) > MAX_METADATA_BYTES:
         raise InvalidInputError(f"metadata is larger than {MAX_METADATA_BYTES} bytes as JSON")
-    copy: dict[str, Any] = json.loads(text)
-    return copy
+    copy: dict[str, Any] = _DECODE_JSON(text)
+    return copy, text
 
 
 def check_limit(limit: object) -> int:
@@ -206,6 +291,210 @@ def check_text(text: object) -> str:
     if not isinstance(text, str):
         raise InvalidInputError(f"query text must be a str, not {type(text).__name__}")
     return text
+
+
+def check_ttl(ttl: object) -> float | None:
+    """Return ``ttl`` in seconds (a positive finite number up to :data:`MAX_TTL`) or ``None``."""
+    if ttl is None:
+        return None
+    if isinstance(ttl, bool) or not isinstance(ttl, int | float):
+        raise InvalidInputError(f"ttl must be a number of seconds, not {type(ttl).__name__}")
+    if not math.isfinite(ttl) or not 0 < ttl <= MAX_TTL:
+        raise InvalidInputError(f"ttl must be more than 0 and at most {MAX_TTL:.0f} seconds")
+    return float(ttl)
+
+
+def _check_count(what: str, value: object, low: int, high: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise InvalidInputError(f"{what} must be an int, not {type(value).__name__}")
+    if not low <= value <= high:
+        raise InvalidInputError(f"{what} must be between {low} and {high}, got {value}")
+    return value
+
+
+def check_page_limit(limit: object) -> int | None:
+    """Return a ``list_keys`` ``limit``: ``None`` (everything) or a positive int."""
+    return None if limit is None else _check_count("limit", limit, 1, 2**31 - 1)
+
+
+def check_offset(offset: object) -> int:
+    return _check_count("offset", offset, 0, 2**31 - 1)
+
+
+def check_page_size(page_size: object) -> int:
+    return _check_count("page_size", page_size, 1, MAX_PAGE_SIZE)
+
+
+@dataclass(frozen=True, slots=True)
+class BatchItem:
+    """One checked item of ``store_many``."""
+
+    key: str
+    value: str
+    metadata: dict[str, Any]
+    ttl: float | None
+    metadata_text: str
+    """``metadata`` as JSON text."""
+
+
+_ITEM_FIELDS = frozenset({"key", "value", "metadata", "ttl"})
+
+
+def check_items(items: object) -> list[BatchItem]:
+    """Check every item of a ``store_many`` call before anything is written."""
+    if isinstance(items, str | bytes | Mapping) or not isinstance(items, Iterable):
+        raise InvalidInputError("items must be a list of mappings with key and value")
+    checked: list[BatchItem] = []
+    seen: set[str] = set()
+    for index, item in enumerate(items):
+        if len(checked) == MAX_BATCH:
+            raise InvalidInputError(f"a batch holds at most {MAX_BATCH} items")
+        if not isinstance(item, Mapping):
+            raise InvalidInputError(f"items[{index}] must be a mapping, not {type(item).__name__}")
+        if not _ITEM_FIELDS.issuperset(item):
+            names = ", ".join(sorted(repr(name) for name in set(item) - _ITEM_FIELDS))
+            raise InvalidInputError(f"items[{index}] has unknown fields: {names}")
+        if "key" not in item or "value" not in item:
+            raise InvalidInputError(f"items[{index}] needs a key and a value")
+        try:
+            key = check_id("key", item["key"])
+            value = check_value(item["value"])
+            metadata, text = metadata_json(item.get("metadata"))
+            ttl = check_ttl(item.get("ttl"))
+        except InvalidInputError as exc:
+            raise InvalidInputError(f"items[{index}]: {exc}") from None
+        if key in seen:
+            raise InvalidInputError(f"items[{index}] repeats a key given earlier in the batch")
+        seen.add(key)
+        checked.append(BatchItem(key, value, metadata, ttl, text))
+    return checked
+
+
+def check_keys(keys: object) -> list[str]:
+    """Check the keys of a ``delete_many`` call; duplicates are dropped, order kept."""
+    if isinstance(keys, str | bytes | Mapping) or not isinstance(keys, Iterable):
+        raise InvalidInputError("keys must be a list of str")
+    checked: dict[str, None] = {}
+    for key in keys:
+        if len(checked) == MAX_BATCH:
+            raise InvalidInputError(f"a batch holds at most {MAX_BATCH} keys")
+        checked[check_id("key", key)] = None
+    return list(checked)
+
+
+Operator = Literal["$eq", "$ne", "$gt", "$gte", "$lt", "$lte", "$in", "$exists"]
+OPERATORS: frozenset[str] = frozenset(
+    {"$eq", "$ne", "$gt", "$gte", "$lt", "$lte", "$in", "$exists"}
+)
+Scalar = str | int | float | bool | None
+_SEGMENT = re.compile(r"[\w-]{1,128}")
+_INT64 = 2**63
+
+
+@dataclass(frozen=True, slots=True)
+class Condition:
+    """One checked condition of a ``where`` filter: the metadata at ``path`` ``op`` ``operand``.
+
+    ``$in`` has a tuple of scalars as operand, ``$exists`` a bool, the comparisons a str or a
+    number, ``$eq``/``$ne`` any JSON scalar.
+    """
+
+    path: tuple[str, ...]
+    op: Operator
+    operand: Scalar | tuple[Scalar, ...]
+
+
+def _check_path(field_name: object) -> tuple[str, ...]:
+    if not isinstance(field_name, str):
+        raise InvalidInputError(f"where: field names must be str, not {type(field_name).__name__}")
+    if field_name.startswith("$"):
+        raise InvalidInputError(
+            "where: operators go inside a field's mapping ({'field': {'$gt': 1}}); "
+            "top-level operators such as $and/$or are not supported (fields are AND-ed)"
+        )
+    segments = tuple(field_name.split("."))
+    if len(segments) > MAX_PATH_DEPTH:
+        raise InvalidInputError(f"where: a field path has at most {MAX_PATH_DEPTH} segments")
+    for segment in segments:
+        if not _SEGMENT.fullmatch(segment) or segment.isdigit():
+            raise InvalidInputError(
+                "where: a field is a dotted path of names made of letters, digits, '_' and '-' "
+                "(not all digits, at most 128 characters each)"
+            )
+    return segments
+
+
+def _check_scalar(op: str, operand: object) -> Scalar:
+    if operand is None or isinstance(operand, bool | str):
+        if isinstance(operand, str):
+            _check_text_content(f"where: the {op} operand", operand)
+        return operand
+    if isinstance(operand, int):
+        if not -_INT64 <= operand < _INT64:
+            raise InvalidInputError(f"where: the {op} operand is outside the 64-bit range")
+        return operand
+    if isinstance(operand, float):
+        if not math.isfinite(operand):
+            raise InvalidInputError(f"where: the {op} operand must be a finite number")
+        return operand
+    raise InvalidInputError(
+        f"where: the {op} operand must be a JSON scalar (str, number, bool or None), "
+        f"not {type(operand).__name__}"
+    )
+
+
+def _check_operation(op: object, operand: object) -> tuple[Operator, Scalar | tuple[Scalar, ...]]:
+    if not isinstance(op, str) or op not in OPERATORS:
+        shown = op if isinstance(op, str) and len(op) <= 16 else type(op).__name__
+        raise InvalidInputError(
+            f"where: unknown operator {shown!r}; use one of {', '.join(sorted(OPERATORS))}"
+        )
+    operator: Operator = op  # type: ignore[assignment]
+    if operator == "$exists":
+        if not isinstance(operand, bool):
+            raise InvalidInputError("where: $exists takes true or false")
+        return operator, operand
+    if operator == "$in":
+        if isinstance(operand, str | bytes | Mapping) or not isinstance(operand, list | tuple):
+            raise InvalidInputError("where: $in takes a list of JSON scalars")
+        if len(operand) > MAX_IN_OPERANDS:
+            raise InvalidInputError(f"where: $in takes at most {MAX_IN_OPERANDS} values")
+        return operator, tuple(_check_scalar(op, item) for item in operand)
+    scalar = _check_scalar(op, operand)
+    if operator in ("$gt", "$gte", "$lt", "$lte") and (scalar is None or isinstance(scalar, bool)):
+        raise InvalidInputError(f"where: {op} compares numbers or strings only")
+    return operator, scalar
+
+
+def check_where(where: object) -> tuple[Condition, ...]:
+    """Turn a ``where`` filter into checked conditions (AND-ed); ``None`` or ``{}`` is none.
+
+    ``where`` maps a metadata field (a dotted path reaches into nested objects) to a JSON
+    scalar (equality) or to a mapping of operators to operands.
+    """
+    if where is None:
+        return ()
+    if not isinstance(where, Mapping):
+        raise InvalidInputError(f"where must be a mapping, not {type(where).__name__}")
+    if len(where) > MAX_WHERE_FIELDS:
+        raise InvalidInputError(f"where names at most {MAX_WHERE_FIELDS} fields")
+    conditions: list[Condition] = []
+    for field_name, wanted in where.items():
+        path = _check_path(field_name)
+        if isinstance(wanted, Mapping):
+            if not wanted:
+                raise InvalidInputError("where: an operator mapping must not be empty")
+            if not all(isinstance(op, str) and op.startswith("$") for op in wanted):
+                raise InvalidInputError(
+                    "where: a field's value is a JSON scalar or a mapping of operators; "
+                    "to match a nested field use a dotted path ('a.b')"
+                )
+            for op, operand in wanted.items():
+                operator, checked = _check_operation(op, operand)
+                conditions.append(Condition(path, operator, checked))
+        else:
+            conditions.append(Condition(path, "$eq", _check_scalar("equality", wanted)))
+    return tuple(conditions)
 
 
 class _State(enum.Enum):

@@ -87,6 +87,11 @@ async def _demo(args: argparse.Namespace) -> int:
 
 async def _db(args: argparse.Namespace) -> int:
     url = normalize_url(args.url)
+    if args.action == "purge":
+        async with SQLBackend(url) as backend:
+            purged = await backend.purge_expired()
+        print(f"purged {purged} expired memories from {backend.url}")
+        return 0
     path = sqlite_path(url)
     if path is not None and args.action == "upgrade":
         prepare_sqlite_file(path)
@@ -683,7 +688,7 @@ def _parser() -> argparse.ArgumentParser:
     ev.add_argument("--chart", metavar="PATH", help="draw a PNG chart (needs asyncmem[chart])")
 
     db = sub.add_parser("db", help="manage the SQL schema (Alembic)")
-    db.add_argument("action", choices=["upgrade", "downgrade", "current", "check"])
+    db.add_argument("action", choices=["upgrade", "downgrade", "current", "check", "purge"])
     db.add_argument("revision", nargs="?", help="target revision (default: head / base)")
     db.add_argument(
         "--url",

@@ -1,5 +1,9 @@
 from __future__ import annotations
 
+import time
+
+import pytest
+
 from asyncmem import MemoryBackend, NullBackend
 
 
@@ -29,3 +33,20 @@ async def test_null_backend_opens_lazily() -> None:
     await backend.store("alice", "k", "v")
     await backend.aclose()
     assert await backend.is_available() is False
+
+
+async def test_null_backend_extensions() -> None:
+    """DESIGN.md §7 on the null backend: checked like every backend, nothing kept."""
+    async with NullBackend() as backend:
+        entry = await backend.store("alice", "a", "v", ttl=10)
+        assert entry.expires_at == pytest.approx(time.time() + 10, abs=1)
+        items = [{"key": "a", "value": "v", "metadata": {"x": 1}}]
+        entries = await backend.store_many("alice", items)
+        assert [(e.key, dict(e.metadata)) for e in entries] == [("a", {"x": 1})]
+        assert [e async for e in backend.scan()] == []
+        assert [e async for e in backend.scan("alice", where={"x": 1}, page_size=1)] == []
+        assert await backend.history("alice", "a") == []
+        assert await backend.delete_many("alice", ["a"]) == 0
+        assert await backend.purge_expired() == 0
+        assert await backend.list_keys("alice", where={"x": 1}, limit=5, offset=2) == []
+        assert await backend.query("alice", "v", where={"x": {"$gt": 0}}) == []

@@ -19,14 +19,20 @@ PLACEHOLDER = {"sqlite": re.compile(r"\?"), "postgresql": re.compile(r"\$(\d+)")
 @pytest.mark.parametrize("dialect", ["sqlite", "postgresql"])
 def test_every_statement_binds_its_parameters_in_order(dialect: str) -> None:
     statements = statements_for(dialect)
+    now = {"now"} if dialect == "sqlite" else set()
     expected = {
-        "upsert": {"user_id", "key", "value", "metadata"}
-        | ({"now"} if dialect == "sqlite" else set()),
-        "retrieve": {"user_id", "key"},
-        "query": {"match", "user_id", "limit"},
-        "list_keys": {"user_id"},
-        "delete": {"user_id", "key"},
-        "forget_user": {"user_id"},
+        "upsert": {"user_id", "key", "value", "metadata", "ttl"} | now,
+        "upsert_many": {"user_id", "items"} | now,
+        "retrieve": {"user_id", "key"} | now,
+        "query": {"match", "user_id", "limit"} | now,
+        "list_keys": {"user_id", "limit", "offset"} | now,
+        "delete": {"user_id", "key"} | now,
+        "delete_many": {"user_id", "keys"} | now,
+        "forget_user": {"user_id"} | now,
+        "history": {"user_id", "key", "limit"} | now,
+        "purge_expired": set() | now,
+        "purge_expired_versions": set() | now,
+        "set_setting": {"name", "value"},
         "ping": set(),
     }
     for name, wanted in expected.items():
@@ -42,16 +48,17 @@ def test_every_statement_binds_its_parameters_in_order(dialect: str) -> None:
 
 def test_arguments_follow_the_compiled_order() -> None:
     upsert = statements_for("sqlite").upsert
-    args = upsert.args(user_id="u", key="k", value="v", metadata="{}", now=1.5)
+    args = upsert.args(user_id="u", key="k", value="v", metadata="{}", now=1.5, ttl=None)
     assert dict(zip(upsert.names, args, strict=True)) == {
         "user_id": "u",
         "key": "k",
         "value": "v",
         "metadata": "{}",
         "now": 1.5,
+        "ttl": None,
     }
     query = statements_for("sqlite").query
-    assert query.args(match="m", user_id="u", limit=3)[-1] == 0  # the OFFSET default
+    assert query.args(match="m", user_id="u", limit=3, now=1.0)[-1] == 0  # the OFFSET default
 
 
 def test_statements_are_compiled_once() -> None:

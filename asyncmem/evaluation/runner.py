@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -57,22 +57,48 @@ class _Counting:
         return await self.inner.is_available()
 
     async def store(
-        self, user_id: str, key: str, value: str, metadata: Mapping[str, Any] | None = None
+        self,
+        user_id: str,
+        key: str,
+        value: str,
+        metadata: Mapping[str, Any] | None = None,
+        *,
+        ttl: float | None = None,
     ) -> MemoryEntry:
         self.calls += 1
-        return await self.inner.store(user_id, key, value, metadata)
+        if ttl is None:
+            return await self.inner.store(user_id, key, value, metadata)
+        return await self.inner.store(user_id, key, value, metadata, ttl=ttl)
 
     async def retrieve(self, user_id: str, key: str) -> MemoryEntry | None:
         self.calls += 1
         return await self.inner.retrieve(user_id, key)
 
-    async def query(self, user_id: str, text: str, limit: int = 10) -> list[MemoryEntry]:
+    async def query(
+        self,
+        user_id: str,
+        text: str,
+        limit: int = 10,
+        *,
+        where: Mapping[str, Any] | None = None,
+    ) -> list[MemoryEntry]:
         self.calls += 1
-        return await self.inner.query(user_id, text, limit)
+        if where is None:
+            return await self.inner.query(user_id, text, limit)
+        return await self.inner.query(user_id, text, limit, where=where)
 
-    async def list_keys(self, user_id: str) -> list[str]:
+    async def list_keys(
+        self,
+        user_id: str,
+        *,
+        where: Mapping[str, Any] | None = None,
+        limit: int | None = None,
+        offset: int = 0,
+    ) -> list[str]:
         self.calls += 1
-        return await self.inner.list_keys(user_id)
+        if where is None and limit is None and offset == 0:
+            return await self.inner.list_keys(user_id)
+        return await self.inner.list_keys(user_id, where=where, limit=limit, offset=offset)
 
     async def delete(self, user_id: str, key: str) -> bool:
         self.calls += 1
@@ -81,6 +107,34 @@ class _Counting:
     async def forget_user(self, user_id: str) -> int:
         self.calls += 1
         return await self.inner.forget_user(user_id)
+
+    def scan(
+        self,
+        user_id: str | None = None,
+        *,
+        where: Mapping[str, Any] | None = None,
+        page_size: int = 500,
+    ) -> AsyncIterator[MemoryEntry]:
+        self.calls += 1
+        return self.inner.scan(user_id, where=where, page_size=page_size)
+
+    async def history(self, user_id: str, key: str, limit: int = 10) -> list[MemoryEntry]:
+        self.calls += 1
+        return await self.inner.history(user_id, key, limit)
+
+    async def store_many(
+        self, user_id: str, items: Iterable[Mapping[str, Any]]
+    ) -> list[MemoryEntry]:
+        self.calls += 1
+        return await self.inner.store_many(user_id, items)
+
+    async def delete_many(self, user_id: str, keys: Iterable[str]) -> int:
+        self.calls += 1
+        return await self.inner.delete_many(user_id, keys)
+
+    async def purge_expired(self) -> int:
+        self.calls += 1
+        return await self.inner.purge_expired()
 
     async def aclose(self) -> None:
         """The caller owns the backend: evaluating never closes it."""

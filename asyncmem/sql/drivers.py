@@ -14,8 +14,8 @@ import itertools
 import logging
 import os
 import sqlite3
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import AsyncIterator, Iterator, Sequence
+from contextlib import AbstractAsyncContextManager, asynccontextmanager, contextmanager
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -31,7 +31,14 @@ from asyncmem.errors import (
 )
 from asyncmem.sql.statements import SQL
 
-__all__ = ["Driver", "PostgresDriver", "SQLiteDriver", "translate_errors", "translated"]
+__all__ = [
+    "Driver",
+    "PostgresDriver",
+    "SQLiteDriver",
+    "Transaction",
+    "translate_errors",
+    "translated",
+]
 
 _PG_REASONS: dict[str, tuple[str, type[AsyncmemError]]] = {
     "08": ("cannot connect to the database server", BackendUnavailableError),
@@ -154,8 +161,20 @@ def _locate(path: Path) -> tuple[str, tuple[int, int] | None]:
     return where, _file_identity(where)
 
 
+class Transaction(Protocol):
+    """Statements run inside one transaction of :meth:`Driver.transaction`."""
+
+    async def executemany(self, sql: SQL, rows: Sequence[Sequence[Any]]) -> None: ...
+
+    async def fetch(self, sql: SQL, args: Sequence[Any]) -> list[Any]: ...
+
+
 class Driver(Protocol):
     async def open(self) -> None: ...
+
+    def transaction(self) -> AbstractAsyncContextManager[Transaction]:
+        """Run several statements as one transaction: all commit, or none does."""
+        ...
 
     async def close(self) -> None: ...
 
@@ -175,6 +194,8 @@ class SQLiteDriver:
     statement only (a single writing statement acquires it up front, like ``BEGIN
     IMMEDIATE``) and other processes wait up to ``busy_timeout`` for it. Writers of this
     process queue on the one writer connection, so they never contend for the lock here.
+    :meth:`transaction` holds the writer (an asyncio lock every write takes) from ``BEGIN
+    IMMEDIATE`` to ``COMMIT``, so no other write of this process lands inside it.
     """
 
     def __init__(self, path: Path | None, *, busy_timeout: float, readers: int) -> None:
@@ -185,6 +206,7 @@ class SQLiteDriver:
         self._readers: list[aiosqlite.Connection] = []
         self._next_reader: Iterator[aiosqlite.Connection] = iter(())
         self._file: tuple[str, tuple[int, int] | None] | None = None
+        self._write_lock = asyncio.Lock()
 
     async def _connect(self) -> aiosqlite.Connection:
         target = ":memory:" if self._path is None else self._path
@@ -233,15 +255,53 @@ class SQLiteDriver:
         await asyncio.gather(*(c.close() for c in connections), return_exceptions=True)
 
     async def fetch(self, sql: SQL, args: Sequence[Any], *, write: bool = False) -> list[Any]:
-        connection = self.writer if write else next(self._next_reader)
         self._check_file()
-        return list(await connection.execute_fetchall(sql.text, args))
+        if not write:
+            return list(await next(self._next_reader).execute_fetchall(sql.text, args))
+        async with self._write_lock:
+            return list(await self.writer.execute_fetchall(sql.text, args))
 
     async def execute(self, sql: SQL, args: Sequence[Any]) -> int:
-        writer = self.writer
         self._check_file()
-        cursor = await writer.execute(sql.text, args)
-        return int(cursor.rowcount)
+        async with self._write_lock:
+            cursor = await self.writer.execute(sql.text, args)
+            return int(cursor.rowcount)
+
+    @asynccontextmanager
+    async def transaction(self) -> AsyncIterator[Transaction]:
+        self._check_file()
+        async with self._write_lock:
+            writer = self.writer
+            await writer.execute("BEGIN IMMEDIATE")
+            try:
+                yield _SQLiteTransaction(writer)
+            except BaseException:
+                await writer.execute("ROLLBACK")
+                raise
+            await writer.execute("COMMIT")
+
+
+class _SQLiteTransaction:
+    def __init__(self, connection: aiosqlite.Connection) -> None:
+        self._connection = connection
+
+    async def executemany(self, sql: SQL, rows: Sequence[Sequence[Any]]) -> None:
+        await self._connection.executemany(sql.text, rows)
+
+    async def fetch(self, sql: SQL, args: Sequence[Any]) -> list[Any]:
+        return list(await self._connection.execute_fetchall(sql.text, args))
+
+
+class _PostgresTransaction:
+    def __init__(self, connection: Any) -> None:
+        self._connection = connection
+
+    async def executemany(self, sql: SQL, rows: Sequence[Sequence[Any]]) -> None:
+        await self._connection.executemany(sql.text, rows)
+
+    async def fetch(self, sql: SQL, args: Sequence[Any]) -> list[Any]:
+        rows: list[Any] = await self._connection.fetch(sql.text, *args)
+        return rows
 
 
 class PostgresDriver:
@@ -339,3 +399,19 @@ class PostgresDriver:
     async def execute(self, sql: SQL, args: Sequence[Any]) -> int:
         status: str = await self._run("execute", sql, args)
         return int(status.rsplit(" ", 1)[-1])
+
+    @asynccontextmanager
+    async def transaction(self) -> AsyncIterator[Transaction]:
+        connection = await self._acquire()
+        healthy = False
+        try:
+            async with connection.transaction():
+                yield _PostgresTransaction(connection)
+            healthy = True
+        except Exception as exc:
+            # Rolled back; the connection is reusable unless the failure was below SQL.
+            healthy = not connection.is_closed() and not connection.is_in_transaction()
+            healthy = healthy and not isinstance(exc, OSError | TimeoutError)
+            raise
+        finally:
+            self._release(connection, healthy)

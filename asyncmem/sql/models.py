@@ -20,7 +20,15 @@ from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 from asyncmem.backend import MAX_ID_LENGTH
 
-__all__ = ["FTS_TABLE", "NAMING_CONVENTION", "TSVECTOR_COLUMN", "Base", "Memory"]
+__all__ = [
+    "FTS_TABLE",
+    "NAMING_CONVENTION",
+    "TSVECTOR_COLUMN",
+    "Base",
+    "Memory",
+    "MemoryVersion",
+    "Setting",
+]
 
 NAMING_CONVENTION = {
     "ix": "ix_%(table_name)s_%(column_0_N_name)s",
@@ -56,8 +64,44 @@ class Memory(Base):
     )
     created_at: Mapped[float] = mapped_column(Double)
     updated_at: Mapped[float] = mapped_column(Double)
+    expires_at: Mapped[float | None] = mapped_column(Double)
 
     __table_args__ = (
         UniqueConstraint("user_id", "key"),
         Index(None, "user_id", "updated_at"),
+        Index(None, "expires_at"),
     )
+
+
+class MemoryVersion(Base):
+    """A previous value of a memory, written by a trigger when the memory is stored over.
+
+    The triggers (created in migration 0002) also keep at most ``max_versions - 1`` of them
+    per memory and delete them with the memory, so ``store`` and ``delete`` stay one statement.
+    """
+
+    __tablename__ = "memory_versions"
+
+    id: Mapped[int] = mapped_column(
+        BigInteger().with_variant(Integer(), "sqlite"), primary_key=True, autoincrement=True
+    )
+    user_id: Mapped[str] = mapped_column(String(MAX_ID_LENGTH))
+    key: Mapped[str] = mapped_column(String(MAX_ID_LENGTH))
+    value: Mapped[str] = mapped_column(Text)
+    metadata_: Mapped[dict[str, Any]] = mapped_column(
+        "metadata", JSON().with_variant(JSONB(), "postgresql")
+    )
+    created_at: Mapped[float] = mapped_column(Double)
+    updated_at: Mapped[float] = mapped_column(Double)
+    expires_at: Mapped[float | None] = mapped_column(Double)
+
+    __table_args__ = (Index(None, "user_id", "key", "id"),)
+
+
+class Setting(Base):
+    """Store-wide settings the triggers read (``max_versions``)."""
+
+    __tablename__ = "asyncmem_settings"
+
+    name: Mapped[str] = mapped_column(String(64), primary_key=True)
+    value: Mapped[int] = mapped_column(BigInteger)

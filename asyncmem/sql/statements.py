@@ -16,18 +16,30 @@ from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import (
+    ARRAY,
+    BigInteger,
     Double,
+    String,
+    Text,
+    and_,
     bindparam,
+    case,
     cast,
     column,
     delete,
     func,
+    literal,
     literal_column,
+    or_,
     select,
     table,
     text,
+    true,
+    type_coerce,
+    union_all,
 )
 from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.dialects.postgresql import asyncpg as pg_asyncpg
 from sqlalchemy.dialects.sqlite import aiosqlite as sqlite_aiosqlite
 from sqlalchemy.engine import Dialect
@@ -35,11 +47,27 @@ from sqlalchemy.sql import ClauseElement
 from sqlalchemy.sql.compiler import SQLCompiler
 from sqlalchemy.sql.expression import ColumnClause, ColumnElement
 
-from asyncmem.sql.models import FTS_TABLE, TSVECTOR_COLUMN, Memory
+from asyncmem.sql import filters
+from asyncmem.sql.models import FTS_TABLE, TSVECTOR_COLUMN, Memory, MemoryVersion, Setting
 
-__all__ = ["ENTRY_COLUMNS", "SQL", "Statements", "compile_sql", "statements_for"]
+__all__ = [
+    "ENTRY_COLUMNS",
+    "SQL",
+    "Statements",
+    "compile_sql",
+    "filtered_statement",
+    "statements_for",
+]
 
-ENTRY_COLUMNS = ("user_id", "key", "value", "metadata", "created_at", "updated_at")
+ENTRY_COLUMNS = (
+    "user_id",
+    "key",
+    "value",
+    "metadata",
+    "created_at",
+    "updated_at",
+    "expires_at",
+)
 """The columns every entry-returning statement selects, in this order."""
 
 
@@ -69,11 +97,18 @@ def compile_sql(statement: ClauseElement, dialect: Dialect) -> SQL:
 @dataclass(frozen=True, slots=True)
 class Statements:
     upsert: SQL
+    upsert_many: SQL
     retrieve: SQL
     query: SQL
     list_keys: SQL
     delete: SQL
+    delete_many: SQL
     forget_user: SQL
+    history: SQL
+    purge_expired: SQL
+    purge_expired_versions: SQL
+    set_setting: SQL
+    fts_optimize: SQL
     ping: SQL
 
 
@@ -85,26 +120,73 @@ def _entry_columns() -> tuple[Any, ...]:
         Memory.metadata_,
         Memory.created_at,
         Memory.updated_at,
+        Memory.expires_at,
+    )
+
+
+def _now(dialect_name: str) -> ColumnElement[float]:
+    """The time reads compare ``expires_at`` with: the server's clock on PostgreSQL (which
+    also sets the timestamps there), the ``now`` parameter on SQLite."""
+    if dialect_name == "postgresql":
+        return cast(func.extract("epoch", func.statement_timestamp()), Double)
+    return bindparam("now", type_=Double)
+
+
+def _live(dialect_name: str, model: Any = Memory) -> ColumnElement[bool]:
+    """The memory (or version) has not expired."""
+    return or_(model.expires_at.is_(None), model.expires_at > _now(dialect_name))
+
+
+def _keys_param(dialect_name: str) -> ColumnElement[bool]:
+    """``key`` is one of the ``keys`` parameter: a ``text[]`` on PostgreSQL, a JSON array
+    on SQLite (so the statement text does not depend on how many keys there are)."""
+    if dialect_name == "postgresql":
+        return Memory.key == func.any(bindparam("keys", type_=ARRAY(String())))
+    listed = func.json_each(bindparam("keys", type_=String())).table_valued("value")
+    return Memory.key.in_(select(listed.c.value))
+
+
+def _clock(dialect_name: str) -> tuple[ColumnElement[float], ColumnElement[float], Any]:
+    """(time of an insert, time of an update, the dialect's ``insert``)."""
+    if dialect_name == "postgresql":
+        return (
+            cast(func.extract("epoch", func.statement_timestamp()), Double),
+            cast(func.extract("epoch", func.clock_timestamp()), Double),
+            postgresql.insert,
+        )
+    now = bindparam("now", type_=Double)
+    return now, now, sqlite.insert
+
+
+def _on_conflict(statement: Any, updated_at: ColumnElement[float]) -> Any:
+    """Replace value and metadata, keep ``created_at`` unless the old memory had expired."""
+    expired = and_(Memory.expires_at.is_not(None), Memory.expires_at <= updated_at)
+    return statement.on_conflict_do_update(
+        index_elements=[Memory.user_id, Memory.key],
+        set_={
+            Memory.value: statement.excluded.value,
+            Memory.metadata_: statement.excluded["metadata"],
+            Memory.created_at: case(
+                (expired, statement.excluded.created_at), else_=Memory.created_at
+            ),
+            Memory.updated_at: updated_at,
+            Memory.expires_at: statement.excluded.expires_at,
+        },
     )
 
 
 def _upsert(dialect_name: str) -> ClauseElement:
-    """Insert or replace one memory; returns its (created_at, updated_at).
+    """Insert or replace one memory; returns its (created_at, updated_at, expires_at).
+
+    ``expires_at`` is the write's time plus the ``ttl`` parameter (``NULL`` without one).
+    Storing over an expired memory starts it afresh: a new ``created_at`` (and the history
+    trigger drops the expired memory's versions).
 
     SQLite takes the time as the ``now`` parameter (read under the write lock). PostgreSQL
     reads the server's clock: an insert at the statement's start, an update after the row lock
     is granted, so of concurrent writers to one key the last to commit has the latest time.
     """
-    inserted_at: ColumnElement[float]
-    updated_at: ColumnElement[float]
-    insert: Any
-    if dialect_name == "postgresql":
-        insert = postgresql.insert
-        inserted_at = cast(func.extract("epoch", func.statement_timestamp()), Double)
-        updated_at = cast(func.extract("epoch", func.clock_timestamp()), Double)
-    else:
-        insert = sqlite.insert
-        inserted_at = updated_at = bindparam("now", type_=Double)
+    inserted_at, updated_at, insert = _clock(dialect_name)
     statement = insert(Memory).values(
         user_id=bindparam("user_id"),
         key=bindparam("key"),
@@ -112,20 +194,70 @@ def _upsert(dialect_name: str) -> ClauseElement:
         metadata_=bindparam("metadata"),
         created_at=inserted_at,
         updated_at=inserted_at,
+        expires_at=inserted_at + bindparam("ttl", type_=Double),
     )
-    upsert: ClauseElement = statement.on_conflict_do_update(
-        index_elements=[Memory.user_id, Memory.key],
-        set_={
-            Memory.value: statement.excluded.value,
-            Memory.metadata_: statement.excluded["metadata"],
-            Memory.updated_at: updated_at,
-        },
-    ).returning(Memory.created_at, Memory.updated_at)
+    upsert: ClauseElement = _on_conflict(statement, updated_at).returning(
+        Memory.created_at, Memory.updated_at, Memory.expires_at
+    )
     return upsert
 
 
-def _query(dialect_name: str) -> ClauseElement:
-    """Memories of one user matching a full-text expression, best first, with a score."""
+def _upsert_batch(dialect_name: str) -> ClauseElement:
+    """Insert or replace many memories of one user in one statement, like :func:`_upsert`.
+
+    The ``items`` parameter is a JSON array of ``[key, value, metadata, ttl]`` arrays, so the
+    statement text is the same for any number of items. One statement, not ``executemany``,
+    because SQLite flushes the FTS5 index at the end of every statement that writes it
+    (through the sync trigger): per item, that was most of a batch's cost.
+    """
+    inserted_at, updated_at, insert = _clock(dialect_name)
+    fields: list[Any]
+    if dialect_name == "postgresql":
+        rows = func.jsonb_array_elements(cast(bindparam("items", type_=Text()), JSONB))
+        source: Any = rows.table_valued("value").alias("item")
+        item = type_coerce(source.c.value, JSONB)
+        fields = [
+            item.op("->>", return_type=Text)(literal_column("0")),
+            item.op("->>", return_type=Text)(literal_column("1")),
+            item.op("->", return_type=JSONB)(literal_column("2")),
+            cast(item.op("->>", return_type=Text)(literal_column("3")), Double),
+        ]
+    else:
+        source = func.json_each(bindparam("items", type_=String())).table_valued("value")
+        source = source.alias("item")
+        fields = [func.json_extract(source.c.value, literal_column(f"'$[{i}]'")) for i in range(4)]
+    key, value, metadata, ttl = fields
+    rows_select = select(
+        bindparam("user_id", type_=String()),
+        key,
+        value,
+        metadata,
+        inserted_at,
+        inserted_at,
+        inserted_at + ttl,
+    ).where(true())
+    statement = insert(Memory).from_select(
+        [
+            Memory.user_id,
+            Memory.key,
+            Memory.value,
+            Memory.metadata_,
+            Memory.created_at,
+            Memory.updated_at,
+            Memory.expires_at,
+        ],
+        rows_select,
+    )
+    upsert: ClauseElement = _on_conflict(statement, updated_at).returning(
+        Memory.key, Memory.created_at, Memory.updated_at, Memory.expires_at
+    )
+    return upsert
+
+
+def _query(dialect_name: str, where: filters.Shape = ()) -> ClauseElement:
+    """Live memories of one user matching a full-text expression (and the ``where`` filter),
+    best first, with a score."""
+    conditions = [_live(dialect_name), *filters.clauses(where, dialect_name)]
     if dialect_name == "postgresql":
         vector: ColumnClause[Any] = literal_column(f"{Memory.__tablename__}.{TSVECTOR_COLUMN}")
         # A FROM item, so the query text is parsed once per statement, not once per row.
@@ -135,7 +267,9 @@ def _query(dialect_name: str) -> ClauseElement:
         score = func.ts_rank_cd(vector, tsquery).label("score")
         return (
             select(*_entry_columns(), score)
-            .where(vector.bool_op("@@")(tsquery), Memory.user_id == bindparam("user_id"))
+            .where(
+                vector.bool_op("@@")(tsquery), Memory.user_id == bindparam("user_id"), *conditions
+            )
             .order_by(score.desc(), Memory.id)
             .limit(bindparam("limit"))
         )
@@ -145,8 +279,69 @@ def _query(dialect_name: str) -> ClauseElement:
     return (
         select(*_entry_columns(), score)
         .select_from(fts.join(Memory, Memory.id == fts.c.rowid))
-        .where(match.match(bindparam("match")), Memory.user_id == bindparam("user_id"))
+        .where(match.match(bindparam("match")), Memory.user_id == bindparam("user_id"), *conditions)
         .order_by(score.desc(), Memory.id)
+        .limit(bindparam("limit"))
+    )
+
+
+def _list_keys(dialect_name: str, where: filters.Shape = ()) -> ClauseElement:
+    """Keys of one user's live memories (matching ``where``), most recently updated first."""
+    return (
+        select(Memory.key)
+        .where(
+            Memory.user_id == bindparam("user_id"),
+            _live(dialect_name),
+            *filters.clauses(where, dialect_name),
+        )
+        .order_by(Memory.updated_at.desc(), Memory.id.desc())
+        .limit(bindparam("limit"))
+        .offset(bindparam("offset"))
+    )
+
+
+def _scan(dialect_name: str, where: filters.Shape, one_user: bool) -> ClauseElement:
+    """One page of live memories after the ``after`` id, in id order (keyset pagination)."""
+    conditions = [
+        Memory.id > bindparam("after", type_=BigInteger),
+        _live(dialect_name),
+        *filters.clauses(where, dialect_name),
+    ]
+    if one_user:
+        conditions.append(Memory.user_id == bindparam("user_id"))
+    return (
+        select(*_entry_columns(), Memory.id)
+        .where(*conditions)
+        .order_by(Memory.id)
+        .limit(bindparam("limit"))
+    )
+
+
+def _history(dialect_name: str) -> ClauseElement:
+    """A live memory and its kept versions, newest first."""
+    one = (Memory.user_id == bindparam("user_id"), Memory.key == bindparam("key"))
+    current = select(*_entry_columns(), literal(2**62, BigInteger).label("seq")).where(
+        *one, _live(dialect_name)
+    )
+    versions = select(
+        MemoryVersion.user_id,
+        MemoryVersion.key,
+        MemoryVersion.value,
+        MemoryVersion.metadata_,
+        MemoryVersion.created_at,
+        MemoryVersion.updated_at,
+        MemoryVersion.expires_at,
+        MemoryVersion.id.label("seq"),
+    ).where(
+        MemoryVersion.user_id == bindparam("user_id"),
+        MemoryVersion.key == bindparam("key"),
+        _live(dialect_name, MemoryVersion),
+        current.exists(),
+    )
+    both = union_all(current, versions).subquery()
+    return (
+        select(*(c for c in both.c if c.name != "seq"))
+        .order_by(both.c.seq.desc())
         .limit(bindparam("limit"))
     )
 
@@ -157,24 +352,61 @@ _DIALECTS: dict[str, Dialect] = {
 }
 
 
+@functools.lru_cache(maxsize=256)
+def filtered_statement(
+    dialect_name: str, kind: str, where: filters.Shape, one_user: bool = True
+) -> SQL:
+    """A statement whose text depends on a ``where`` filter's shape, compiled once per shape.
+
+    ``kind`` is ``"query"``, ``"list_keys"`` or ``"scan"``. The cache key holds operators and
+    operand kinds only (see :func:`filters.shape_of`), never values, so it stays small.
+    """
+    dialect = _DIALECTS[dialect_name]
+    if kind == "query":
+        return compile_sql(_query(dialect_name, where), dialect)
+    if kind == "list_keys":
+        return compile_sql(_list_keys(dialect_name, where), dialect)
+    return compile_sql(_scan(dialect_name, where, one_user), dialect)
+
+
 @functools.cache
 def statements_for(dialect_name: str) -> Statements:
-    """Every statement of the store, compiled for ``dialect_name`` (cached)."""
+    """Every fixed statement of the store, compiled for ``dialect_name`` (cached)."""
     dialect = _DIALECTS[dialect_name]
     user = Memory.user_id == bindparam("user_id")
     one = (user, Memory.key == bindparam("key"))
+    live = _live(dialect_name)
+    now = _now(dialect_name)
+    # Deletes return (expires_at, now) and the caller compares them: SQLite 3.40 evaluates
+    # an ``expires_at IS NULL`` in RETURNING wrongly on this table (plain columns are right).
+    expiry = (Memory.expires_at, now.label("now"))
 
     def sql(statement: ClauseElement) -> SQL:
         return compile_sql(statement, dialect)
 
+    insert: Any = postgresql.insert if dialect_name == "postgresql" else sqlite.insert
+    setting = insert(Setting).values(name=bindparam("name"), value=bindparam("value"))
     return Statements(
         upsert=sql(_upsert(dialect_name)),
-        retrieve=sql(select(*_entry_columns()).where(*one)),
-        query=sql(_query(dialect_name)),
-        list_keys=sql(
-            select(Memory.key).where(user).order_by(Memory.updated_at.desc(), Memory.id.desc())
+        upsert_many=sql(_upsert_batch(dialect_name)),
+        retrieve=sql(select(*_entry_columns()).where(*one, live)),
+        query=filtered_statement(dialect_name, "query", ()),
+        list_keys=filtered_statement(dialect_name, "list_keys", ()),
+        delete=sql(delete(Memory).where(*one).returning(*expiry)),
+        delete_many=sql(delete(Memory).where(user, _keys_param(dialect_name)).returning(*expiry)),
+        forget_user=sql(delete(Memory).where(user).returning(*expiry)),
+        history=sql(_history(dialect_name)),
+        purge_expired=sql(delete(Memory).where(Memory.expires_at <= now)),
+        purge_expired_versions=sql(delete(MemoryVersion).where(MemoryVersion.expires_at <= now)),
+        set_setting=sql(
+            setting.on_conflict_do_update(
+                index_elements=[Setting.name], set_={Setting.value: setting.excluded.value}
+            )
         ),
-        delete=sql(delete(Memory).where(*one)),
-        forget_user=sql(delete(Memory).where(user)),
+        fts_optimize=sql(
+            text(f"INSERT INTO {FTS_TABLE}({FTS_TABLE}) VALUES ('optimize')")
+            if dialect_name == "sqlite"
+            else text("SELECT 1")
+        ),
         ping=sql(text("SELECT 1")),
     )

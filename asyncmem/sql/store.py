@@ -11,21 +11,31 @@ import time
 from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from typing import Any
 
-from sqlalchemy import bindparam, select
+from sqlalchemy import bindparam
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import URL
 
 from asyncmem.backend import (
+    MAX_LIMIT,
     BackendBase,
+    BatchItem,
+    Condition,
     MemoryEntry,
     check_id,
+    check_items,
+    check_keys,
     check_limit,
-    check_metadata,
+    check_offset,
+    check_page_limit,
+    check_page_size,
     check_text,
+    check_ttl,
     check_value,
+    check_where,
+    metadata_json,
 )
 from asyncmem.errors import AsyncmemError, InvalidInputError
-from asyncmem.sql import migrate
+from asyncmem.sql import filters, migrate
 from asyncmem.sql.drivers import (
     Driver,
     PostgresDriver,
@@ -42,7 +52,14 @@ from asyncmem.sql.engine import (
 )
 from asyncmem.sql.models import Memory
 from asyncmem.sql.search import fts5_expression, query_terms, tsquery_expression
-from asyncmem.sql.statements import _DIALECTS, SQL, Statements, compile_sql, statements_for
+from asyncmem.sql.statements import (
+    _DIALECTS,
+    SQL,
+    Statements,
+    compile_sql,
+    filtered_statement,
+    statements_for,
+)
 
 __all__ = ["SQLBackend"]
 
@@ -54,8 +71,38 @@ def _metadata(raw: Any) -> dict[str, Any]:
     return loaded
 
 
+_BATCH_TEXT = 32 * 1024 * 1024
+"""Largest JSON text of the items of one ``store_many`` statement, in characters."""
+
+
+_dumps = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
+
+
+def _batch_chunks(items: list[BatchItem]) -> list[str]:
+    """The items as JSON arrays of ``[key, value, metadata, ttl]``, split by size."""
+    chunks: list[str] = []
+    parts: list[str] = []
+    size = 0
+    for item in items:
+        ttl = "null" if item.ttl is None else repr(item.ttl)
+        key_and_value = _dumps([item.key, item.value])
+        part = f"{key_and_value[:-1]},{item.metadata_text},{ttl}]"
+        if parts and size + len(part) > _BATCH_TEXT:
+            chunks.append("[" + ",".join(parts) + "]")
+            parts, size = [], 0
+        parts.append(part)
+        size += len(part) + 1
+    chunks.append("[" + ",".join(parts) + "]")
+    return chunks
+
+
+def _live_count(rows: list[Any]) -> int:
+    """How many deleted rows (``expires_at``, ``now``) had not expired."""
+    return sum(1 for expires_at, now in rows if expires_at is None or expires_at > now)
+
+
 def _entry(row: Any, score: float | None = None) -> MemoryEntry:
-    return MemoryEntry(row[0], row[1], row[2], _metadata(row[3]), row[4], row[5], score)
+    return MemoryEntry(row[0], row[1], row[2], _metadata(row[3]), row[4], row[5], score, row[6])
 
 
 class SQLBackend(BackendBase):
@@ -71,6 +118,10 @@ class SQLBackend(BackendBase):
     a power loss may lose the last moments of writes but never corrupts the file. Each write is
     one statement holding the write lock only while it runs; writers in other processes wait up
     to ``busy_timeout`` seconds. ``readers`` connections serve reads next to the writer.
+
+    ``max_versions`` is how many versions of a memory :meth:`history` keeps, the current one
+    included (default 10). It is kept in the database, because the triggers that keep the
+    history read it: giving it sets it for every store on that database; ``None`` leaves it.
 
     PostgreSQL: ``schema`` puts the tables in that schema (created on open when
     ``auto_migrate``), so several stores can share one database; ``timeout`` bounds connecting
@@ -91,8 +142,16 @@ class SQLBackend(BackendBase):
         schema: str | None = None,
         timeout: float = 30.0,
         pool_size: int = 10,
+        max_versions: int | None = None,
     ) -> None:
         super().__init__()
+        if max_versions is not None and (
+            isinstance(max_versions, bool)
+            or not isinstance(max_versions, int)
+            or not 1 <= max_versions <= MAX_LIMIT
+        ):
+            raise InvalidInputError(f"max_versions must be an int from 1 to {MAX_LIMIT}")
+        self.max_versions = max_versions
         self._url = normalize_url(url)
         self.dialect = self._url.get_backend_name()
         if self.dialect == "sqlite" and sqlite_path(self._url) is None:
@@ -155,6 +214,11 @@ class SQLBackend(BackendBase):
             finally:
                 await engine.dispose()
             await self._driver.open()
+            if self.max_versions is not None:
+                setting = self._sql.set_setting
+                await self._driver.execute(
+                    setting, setting.args(name="max_versions", value=self.max_versions)
+                )
 
     async def _close(self) -> None:
         await self._driver.close()
@@ -198,41 +262,72 @@ class SQLBackend(BackendBase):
             return False
         return True
 
+    def _filter(
+        self, kind: str, where: tuple[Condition, ...], *, one_user: bool = True
+    ) -> tuple[SQL, dict[str, Any]]:
+        """The statement for a ``where`` filter's shape (compiled once) and its bound values."""
+        if not where and one_user and kind != "scan":
+            return getattr(self._sql, kind), {}
+        sql = filtered_statement(self.dialect, kind, filters.shape_of(where), one_user)
+        return sql, filters.values(where, self.dialect)
+
     async def store(
         self,
         user_id: str,
         key: str,
         value: str,
         metadata: Mapping[str, Any] | None = None,
+        *,
+        ttl: float | None = None,
     ) -> MemoryEntry:
+        """Insert or replace; the replaced value becomes a version (see :meth:`history`).
+
+        ``ttl`` (seconds) makes the memory invisible to every read once it has passed;
+        storing again without ``ttl`` keeps the memory until it is deleted.
+        """
         check_id("user_id", user_id)
         check_id("key", key)
         check_value(value)
-        clean = check_metadata(metadata)
+        clean, metadata_text = metadata_json(metadata)
+        seconds = check_ttl(ttl)
         args = self._sql.upsert.args(
-            user_id=user_id, key=key, value=value, metadata=json.dumps(clean), now=self._now()
+            user_id=user_id,
+            key=key,
+            value=value,
+            metadata=metadata_text,
+            now=self._now(),
+            ttl=seconds,
         )
         (row,) = await self._fetch("store", self._sql.upsert, args, write=True)
-        return MemoryEntry(user_id, key, value, clean, row[0], row[1])
+        return MemoryEntry(user_id, key, value, clean, row[0], row[1], None, row[2])
 
     async def retrieve(self, user_id: str, key: str) -> MemoryEntry | None:
         check_id("user_id", user_id)
         check_id("key", key)
-        args = self._sql.retrieve.args(user_id=user_id, key=key)
+        args = self._sql.retrieve.args(user_id=user_id, key=key, now=time.time())
         rows = await self._fetch("retrieve", self._sql.retrieve, args)
         return _entry(rows[0]) if rows else None
 
-    async def query(self, user_id: str, text: str, limit: int = 10) -> list[MemoryEntry]:
+    async def query(
+        self,
+        user_id: str,
+        text: str,
+        limit: int = 10,
+        *,
+        where: Mapping[str, Any] | None = None,
+    ) -> list[MemoryEntry]:
         """Memories of ``user_id`` ranked by relevance to the question ``text``.
 
         The text is split into words; common function words are dropped and the rest OR-ed,
         so memories that share more (and rarer) words with the question rank higher: FTS5
         bm25 on SQLite, ``ts_rank_cd`` on PostgreSQL, both with English stemming. Text with
-        no searchable words returns ``[]``.
+        no searchable words returns ``[]``. ``where`` keeps only memories whose metadata
+        matches, in the same statement (see :mod:`asyncmem.sql.filters`).
         """
         check_id("user_id", user_id)
         check_text(text)
         check_limit(limit)
+        conditions = check_where(where)
         terms = query_terms(text)
         if not terms:
             await self._ready()
@@ -240,48 +335,169 @@ class SQLBackend(BackendBase):
         expression = (
             fts5_expression(terms) if self.dialect == "sqlite" else tsquery_expression(terms)
         )
-        args = self._sql.query.args(match=expression, user_id=user_id, limit=limit)
-        rows = await self._fetch("query", self._sql.query, args)
-        return [_entry(row, float(row[6])) for row in rows]
+        sql, bound = self._filter("query", conditions)
+        args = sql.args(match=expression, user_id=user_id, limit=limit, now=time.time(), **bound)
+        rows = await self._fetch("query", sql, args)
+        return [_entry(row, float(row[7])) for row in rows]
 
-    async def list_keys(self, user_id: str) -> list[str]:
+    async def list_keys(
+        self,
+        user_id: str,
+        *,
+        where: Mapping[str, Any] | None = None,
+        limit: int | None = None,
+        offset: int = 0,
+    ) -> list[str]:
+        """Keys of live memories, most recently updated first; a page of them with ``limit``."""
         check_id("user_id", user_id)
-        args = self._sql.list_keys.args(user_id=user_id)
-        rows = await self._fetch("list_keys", self._sql.list_keys, args)
+        conditions = check_where(where)
+        count = check_page_limit(limit)
+        skip = check_offset(offset)
+        sql, bound = self._filter("list_keys", conditions)
+        if count is None and self.dialect == "sqlite":
+            count = -1
+        args = sql.args(user_id=user_id, limit=count, offset=skip, now=time.time(), **bound)
+        rows = await self._fetch("list_keys", sql, args)
         return [row[0] for row in rows]
 
     async def delete(self, user_id: str, key: str) -> bool:
+        """Delete a memory and its versions; ``True`` if it was there and not expired."""
         check_id("user_id", user_id)
         check_id("key", key)
-        args = self._sql.delete.args(user_id=user_id, key=key)
-        return await self._execute("delete", self._sql.delete, args) > 0
+        args = self._sql.delete.args(user_id=user_id, key=key, now=time.time())
+        rows = await self._fetch("delete", self._sql.delete, args, write=True)
+        return _live_count(rows) > 0
 
     async def forget_user(self, user_id: str) -> int:
+        """Delete every memory and version of ``user_id``; return how many live ones there were.
+
+        On SQLite the full-text index is then optimised (rewritten in one segment), so the
+        user's words are gone from its shadow tables too, not only marked deleted: this costs
+        time in proportion to the whole index, not to the user's memories.
+        """
         check_id("user_id", user_id)
-        args = self._sql.forget_user.args(user_id=user_id)
-        return await self._execute("forget_user", self._sql.forget_user, args)
+        args = self._sql.forget_user.args(user_id=user_id, now=time.time())
+        rows = await self._fetch("forget_user", self._sql.forget_user, args, write=True)
+        if rows and self.dialect == "sqlite":
+            await self._execute("forget_user", self._sql.fts_optimize, ())
+        return _live_count(rows)
 
-    async def scan(
-        self, user_id: str | None = None, *, page_size: int = 500
+    def scan(
+        self,
+        user_id: str | None = None,
+        *,
+        where: Mapping[str, Any] | None = None,
+        page_size: int = 500,
     ) -> AsyncIterator[MemoryEntry]:
-        """Every memory (of ``user_id``, or of all users for ``None``) in a stable order.
+        """Stream live memories (of one user, or of all with ``None``) in insertion order.
 
-        Pages of ``page_size`` rows are read one statement each, by primary key, so memory
-        use stays flat however large the store is. For operators and ``export``.
+        Keyset pagination on the row id: each page is one statement after the last id seen, so
+        memory use is one page and memories stored during the scan with a higher id are seen.
         """
         if user_id is not None:
             check_id("user_id", user_id)
-        page_size = check_limit(page_size)
-        sql = _scan_sql(self.dialect, user_id is not None)
+        conditions = check_where(where)
+        size = check_page_size(page_size)
+        sql, bound = self._filter("scan", conditions, one_user=user_id is not None)
+        return self._scan(sql, bound, user_id, size)
+
+    async def _scan(
+        self, sql: SQL, bound: dict[str, Any], user_id: str | None, size: int
+    ) -> AsyncIterator[MemoryEntry]:
         after = 0
         while True:
-            args = sql.args(user_id=user_id, after=after, limit=page_size)
+            args = sql.args(user_id=user_id, after=after, limit=size, now=time.time(), **bound)
             rows = await self._fetch("scan", sql, args)
             for row in rows:
                 yield _entry(row)
-            if len(rows) < page_size:
+            if len(rows) < size:
                 return
-            after = rows[-1][6]
+            after = rows[-1][7]
+
+    async def history(self, user_id: str, key: str, limit: int = 10) -> list[MemoryEntry]:
+        """The memory and its kept previous versions, newest first; ``[]`` if it is gone."""
+        check_id("user_id", user_id)
+        check_id("key", key)
+        check_limit(limit)
+        args = self._sql.history.args(user_id=user_id, key=key, limit=limit, now=time.time())
+        rows = await self._fetch("history", self._sql.history, args)
+        return [_entry(row) for row in rows]
+
+    async def store_many(
+        self, user_id: str, items: Iterable[Mapping[str, Any]]
+    ) -> list[MemoryEntry]:
+        """Store every item (``key``, ``value``, optional ``metadata`` and ``ttl``), all or none.
+
+        Every item is checked before anything is written; then one transaction upserts them
+        all in one statement that returns their timestamps (a batch larger than
+        ``_BATCH_TEXT`` characters of JSON is split into statements of one transaction).
+        Keys must be distinct.
+        """
+        check_id("user_id", user_id)
+        checked = check_items(items)
+        if not checked:
+            await self._ready()
+            return []
+        upsert = self._sql.upsert_many
+        chunks = _batch_chunks(checked)
+        now = self._now()
+        stored: list[Any] = []
+        if len(chunks) == 1:
+            args = upsert.args(user_id=user_id, items=chunks[0], now=now)
+            stored = await self._fetch("store_many", upsert, args, write=True)
+        else:
+            await self._ready()
+            try:
+                async with self._driver.transaction() as transaction:
+                    for chunk in chunks:
+                        args = upsert.args(user_id=user_id, items=chunk, now=now)
+                        stored.extend(await transaction.fetch(upsert, args))
+            except Exception as exc:
+                error = translated("store_many", exc)
+                if error is None or error is exc:
+                    raise
+                raise error from exc
+        times = {row[0]: (row[1], row[2], row[3]) for row in stored}
+        return [
+            MemoryEntry(
+                user_id,
+                item.key,
+                item.value,
+                item.metadata,
+                times[item.key][0],
+                times[item.key][1],
+                None,
+                times[item.key][2],
+            )
+            for item in checked
+        ]
+
+    def _keys_arg(self, keys: list[str]) -> Any:
+        return keys if self.dialect == "postgresql" else json.dumps(keys)
+
+    async def delete_many(self, user_id: str, keys: Iterable[str]) -> int:
+        """Delete the memories (and versions) under ``keys`` in one statement; count live ones."""
+        check_id("user_id", user_id)
+        checked = check_keys(keys)
+        if not checked:
+            await self._ready()
+            return 0
+        sql = self._sql.delete_many
+        args = sql.args(user_id=user_id, keys=self._keys_arg(checked), now=time.time())
+        rows = await self._fetch("delete_many", sql, args, write=True)
+        return _live_count(rows)
+
+    async def purge_expired(self) -> int:
+        """Delete expired memories (and expired versions); return how many memories went.
+
+        Not needed for correctness (reads already hide them); it reclaims space.
+        """
+        now = time.time()
+        purge = self._sql.purge_expired
+        count = await self._execute("purge_expired", purge, purge.args(now=now))
+        versions = self._sql.purge_expired_versions
+        await self._execute("purge_expired", versions, versions.args(now=now))
+        return count
 
     async def import_entries(self, entries: Iterable[MemoryEntry]) -> int:
         """Upsert ``entries`` with their own ``created_at`` and ``updated_at``, all or nothing.
@@ -301,7 +517,7 @@ class SQLBackend(BackendBase):
                 user_id,
                 key,
                 check_value(entry.value),
-                json.dumps(check_metadata(entry.metadata)),
+                metadata_json(entry.metadata)[1],
                 _check_timestamp("created_at", entry.created_at),
                 _check_timestamp("updated_at", entry.updated_at),
             )
@@ -329,21 +545,6 @@ def _check_timestamp(what: str, value: object) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
         raise InvalidInputError(f"{what} must be a finite number of unix seconds")
     return float(value)
-
-
-@functools.cache
-def _scan_sql(dialect_name: str, one_user: bool) -> SQL:
-    """A page of memories after a primary key, with that key last in each row."""
-    columns = (Memory.user_id, Memory.key, Memory.value, Memory.metadata_)
-    statement = (
-        select(*columns, Memory.created_at, Memory.updated_at, Memory.id)
-        .where(Memory.id > bindparam("after"))
-        .order_by(Memory.id)
-        .limit(bindparam("limit"))
-    )
-    if one_user:
-        statement = statement.where(Memory.user_id == bindparam("user_id"))
-    return compile_sql(statement, _DIALECTS[dialect_name])
 
 
 @functools.lru_cache(maxsize=8)
