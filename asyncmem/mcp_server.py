@@ -34,6 +34,10 @@ _DESCRIPTIONS = {
     "list": "List the user's keys, most recently updated first.",
     "delete": "Delete the memory stored under a key.",
     "forget": "Erase every memory of the user.",
+    "history": "Read a memory's kept versions, newest (the current one) first.",
+    "store_many": "Save several memories at once, all or none.",
+    "delete_many": "Delete the memories stored under several keys.",
+    "purge": "Remove every expired memory (they are already invisible to reads).",
     "info": "Which memory backend is in use, where data lives, and the size limits.",
     "evaluate": "Measure this memory backend's speed and relevance (slow).",
 }

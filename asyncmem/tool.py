@@ -28,9 +28,12 @@ import jsonschema
 
 import asyncmem
 from asyncmem.backend import (
+    MAX_BATCH,
     MAX_ID_LENGTH,
     MAX_LIMIT,
     MAX_METADATA_BYTES,
+    MAX_PAGE_SIZE,
+    MAX_TTL,
     MAX_VALUE_BYTES,
     MemoryBackend,
     MemoryEntry,
@@ -52,16 +55,22 @@ ACTIONS: Final[Mapping[str, tuple[str, ...]]] = {
     "retrieve": ("user_id", "key"),
     "query": ("user_id", "text"),
     "list": ("user_id",),
+    "history": ("user_id", "key"),
     "delete": ("user_id", "key"),
     "forget": ("user_id",),
+    "store_many": ("user_id", "items"),
+    "delete_many": ("user_id", "keys"),
+    "purge": (),
     "info": (),
     "evaluate": (),
 }
 """Each action and the arguments it requires (besides ``action``)."""
 
 _ACTION_OPTIONAL: Final[Mapping[str, tuple[str, ...]]] = {
-    "store": ("metadata",),
-    "query": ("limit",),
+    "store": ("metadata", "ttl"),
+    "query": ("limit", "where"),
+    "list": ("where", "limit", "offset"),
+    "history": ("limit",),
     "evaluate": ("size", "repetitions"),
 }
 
@@ -72,9 +81,10 @@ _PROPERTIES: Final[dict[str, dict[str, Any]]] = {
         "description": (
             "store: save or overwrite a memory under a key. retrieve: read one memory by key. "
             "query: find memories relevant to a question. list: the user's keys, most recent "
-            "first. delete: remove one memory. forget: erase every memory of the user. "
-            "info: which backend is in use. evaluate: measure this backend's speed and "
-            "relevance (slow; uses its own scratch users)."
+            "first. history: a memory's previous values, newest first. delete: remove one "
+            "memory. forget: erase every memory of the user. store_many / delete_many: several "
+            "at once. purge: remove expired memories. info: which backend is in use. "
+            "evaluate: measure this backend's speed and relevance (slow; scratch users only)."
         ),
     },
     "user_id": {
@@ -104,11 +114,55 @@ _PROPERTIES: Final[dict[str, dict[str, Any]]] = {
         "type": "string",
         "description": "A natural-language question or keywords to search for. Required for query.",
     },
+    "ttl": {
+        "type": "number",
+        "exclusiveMinimum": 0,
+        "maximum": MAX_TTL,
+        "description": "store only: forget the memory after this many seconds "
+        "(e.g. 86400 for a day). Leave out to keep it until deleted.",
+    },
+    "where": {
+        "type": "object",
+        "description": "query and list only: only memories whose metadata matches, e.g. "
+        "{'source': 'chat'} or {'priority': {'$gte': 2}}. Operators: $eq $ne $gt $gte $lt "
+        "$lte $in $exists; a dotted field reaches into nested objects.",
+    },
     "limit": {
         "type": "integer",
         "minimum": 1,
-        "maximum": MAX_LIMIT,
-        "description": "How many memories query returns at most (default 5).",
+        "maximum": MAX_PAGE_SIZE,
+        "description": f"How many results at most: query (default 5, at most {MAX_LIMIT}), "
+        "history (default 10), list (default all).",
+    },
+    "offset": {
+        "type": "integer",
+        "minimum": 0,
+        "description": "list only: skip this many keys (for paging).",
+    },
+    "items": {
+        "type": "array",
+        "minItems": 1,
+        "maxItems": MAX_BATCH,
+        "items": {
+            "type": "object",
+            "properties": {
+                "key": {"type": "string", "minLength": 1, "maxLength": MAX_ID_LENGTH},
+                "value": {"type": "string"},
+                "metadata": {"type": "object"},
+                "ttl": {"type": "number", "exclusiveMinimum": 0, "maximum": MAX_TTL},
+            },
+            "required": ["key", "value"],
+            "additionalProperties": False,
+        },
+        "description": "store_many only: the memories to store, all or none, "
+        "e.g. [{'key': 'pet', 'value': 'has a cat'}].",
+    },
+    "keys": {
+        "type": "array",
+        "minItems": 1,
+        "maxItems": MAX_BATCH,
+        "items": {"type": "string", "minLength": 1, "maxLength": MAX_ID_LENGTH},
+        "description": "delete_many only: the keys to delete.",
     },
     "size": {
         "type": "integer",
@@ -264,6 +318,8 @@ def _memory(entry: MemoryEntry) -> dict[str, Any]:
         "created_at": entry.created_at,
         "updated_at": entry.updated_at,
     }
+    if entry.expires_at is not None:
+        found["expires_at"] = entry.expires_at
     if entry.score is not None:
         found["score"] = entry.score
     return found
@@ -287,13 +343,13 @@ async def _evaluate(backend: MemoryBackend, args: dict[str, Any]) -> dict[str, A
 async def _dispatch(backend: MemoryBackend, action: str, args: dict[str, Any]) -> dict[str, Any]:
     if action == "store":
         entry = await backend.store(
-            args["user_id"], args["key"], args["value"], args.get("metadata")
+            args["user_id"], args["key"], args["value"], args.get("metadata"), ttl=args.get("ttl")
         )
         return {
             "key": entry.key,
             "created": entry.created_at == entry.updated_at,
             "updated_at": entry.updated_at,
-        }
+        } | ({"expires_at": entry.expires_at} if entry.expires_at is not None else {})
     if action == "retrieve":
         found = await backend.retrieve(args["user_id"], args["key"])
         if found is None:
@@ -305,12 +361,30 @@ async def _dispatch(backend: MemoryBackend, action: str, args: dict[str, Any]) -
         return {"found": True, "memory": _memory(found)}
     if action == "query":
         hits = await backend.query(
-            args["user_id"], args["text"], args.get("limit", _DEFAULT_QUERY_LIMIT)
+            args["user_id"],
+            args["text"],
+            args.get("limit", _DEFAULT_QUERY_LIMIT),
+            where=args.get("where"),
         )
         return {"count": len(hits), "results": [_memory(hit) for hit in hits]}
     if action == "list":
-        keys = await backend.list_keys(args["user_id"])
+        keys = await backend.list_keys(
+            args["user_id"],
+            where=args.get("where"),
+            limit=args.get("limit"),
+            offset=args.get("offset", 0),
+        )
         return {"count": len(keys), "keys": keys}
+    if action == "history":
+        versions = await backend.history(args["user_id"], args["key"], args.get("limit", 10))
+        return {"count": len(versions), "versions": [_memory(v) for v in versions]}
+    if action == "store_many":
+        stored = await backend.store_many(args["user_id"], args["items"])
+        return {"count": len(stored), "keys": [entry.key for entry in stored]}
+    if action == "delete_many":
+        return {"deleted_count": await backend.delete_many(args["user_id"], args["keys"])}
+    if action == "purge":
+        return {"purged_count": await backend.purge_expired()}
     if action == "delete":
         deleted = await backend.delete(args["user_id"], args["key"])
         return {"deleted": deleted} | (

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import importlib.util
 import inspect
 import json
@@ -20,6 +21,10 @@ ACTION_METHODS = {
     "list": "list_keys",
     "delete": "delete",
     "forget": "forget_user",
+    "history": "history",
+    "store_many": "store_many",
+    "delete_many": "delete_many",
+    "purge": "purge_expired",
     "info": "is_available",
 }
 """The protocol method behind each action (``evaluate`` runs the evaluator instead)."""
@@ -272,7 +277,9 @@ async def test_backend_failures_become_answers(tmp_path: Any) -> None:
     assert "cannot be used" in answer["error"]
 
     class Broken(NullBackend):
-        async def query(self, user_id: str, text: str, limit: int = 10) -> list[Any]:
+        async def query(
+            self, user_id: str, text: str, limit: int = 10, *, where: Any = None
+        ) -> list[Any]:
             raise RuntimeError("secret internals")
 
     async with Broken() as broken:
@@ -296,3 +303,39 @@ async def test_evaluate_runs_or_says_it_is_unavailable(tmp_path: Any) -> None:
             assert answer["success"], answer
             assert answer["report"]["results"]
         assert await store.list_keys("alice") == ["pet"]
+
+
+async def test_filters_expiry_history_and_batches(store: MemoryBackend) -> None:
+    items = [
+        {"key": "pet", "value": "a grey cat", "metadata": {"topic": "home", "n": 1}},
+        {"key": "job", "value": "a nurse at night", "metadata": {"topic": "work", "n": 2}},
+        {"key": "trip", "value": "hiking in July", "ttl": 3600},
+    ]
+    stored = await call(store, {"action": "store_many", "user_id": "alice", "items": items})
+    assert stored["success"], stored
+    assert stored["count"] == 3
+    listed = await call(store, {"action": "list", "user_id": "alice", "where": {"n": {"$gte": 2}}})
+    assert listed["keys"] == ["job"]
+    found = await call(
+        store,
+        {"action": "query", "user_id": "alice", "text": "cat nurse", "where": {"topic": "home"}},
+    )
+    assert [hit["key"] for hit in found["results"]] == ["pet"]
+    trip = await call(store, {"action": "retrieve", "user_id": "alice", "key": "trip"})
+    assert trip["memory"]["expires_at"] > trip["memory"]["updated_at"]
+    await call(store, {"action": "store", "user_id": "alice", "key": "pet", "value": "two cats"})
+    history = await call(store, {"action": "history", "user_id": "alice", "key": "pet"})
+    assert [v["value"] for v in history["versions"]] == ["two cats", "a grey cat"]
+    short = await call(
+        store, {"action": "store", "user_id": "alice", "key": "x", "value": "v", "ttl": 0.05}
+    )
+    assert short["expires_at"] > short["updated_at"]
+    await asyncio.sleep(0.1)
+    assert (await call(store, {"action": "purge"}))["purged_count"] >= 1
+    deleted = await call(
+        store, {"action": "delete_many", "user_id": "alice", "keys": ["pet", "job", "nope"]}
+    )
+    assert deleted["deleted_count"] == 2
+    bad = await call(store, {"action": "list", "user_id": "alice", "where": {"a": {"$regex": 1}}})
+    assert bad["success"] is False
+    assert "$regex" in bad["error"]
