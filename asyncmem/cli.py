@@ -17,10 +17,12 @@ from typing import IO, Any
 import asyncmem
 from asyncmem.backend import (
     MAX_LIMIT,
+    MAX_PAGE_SIZE,
     MemoryBackend,
     MemoryEntry,
     check_id,
     check_metadata,
+    check_ttl,
     check_value,
 )
 from asyncmem.config import open_backend
@@ -182,6 +184,19 @@ def _count(low: int, high: int) -> Callable[[str], int]:
     return parse
 
 
+_WHERE_HELP = (
+    'only memories whose metadata matches, e.g. \'{"topic": "work"}\' or \'{"n": {"$gte": 2}}\''
+)
+
+
+def _seconds(text: str) -> float:
+    """argparse type: a positive number of seconds."""
+    try:
+        return float(check_ttl(float(text)) or 0.0)
+    except (ValueError, InvalidInputError) as exc:
+        raise argparse.ArgumentTypeError(f"not a usable number of seconds: {exc}") from None
+
+
 def _json_object(text: str) -> dict[str, Any]:
     """argparse type: a JSON object given on the command line."""
     try:
@@ -196,7 +211,7 @@ def _json_object(text: str) -> dict[str, Any]:
 async def _store(args: argparse.Namespace) -> int:
     value = sys.stdin.read() if args.value == "-" else args.value
     async with open_backend(args.backend) as backend:
-        entry = await backend.store(args.user_id, args.key, value, args.metadata)
+        entry = await backend.store(args.user_id, args.key, value, args.metadata, ttl=args.ttl)
     if args.json:
         _print_json(_entry_dict(entry))
     else:
@@ -219,7 +234,7 @@ async def _get(args: argparse.Namespace) -> int:
 
 async def _query(args: argparse.Namespace) -> int:
     async with open_backend(args.backend) as backend:
-        hits = await backend.query(args.user_id, args.text, args.limit)
+        hits = await backend.query(args.user_id, args.text, args.limit, where=args.where)
     if args.json:
         _print_json([_entry_dict(hit) for hit in hits])
         return 0
@@ -236,12 +251,28 @@ async def _query(args: argparse.Namespace) -> int:
 
 async def _list(args: argparse.Namespace) -> int:
     async with open_backend(args.backend) as backend:
-        keys = await backend.list_keys(args.user_id)
+        keys = await backend.list_keys(
+            args.user_id, where=args.where, limit=args.limit, offset=args.offset
+        )
     if args.json:
         _print_json(keys)
     else:
         for key in keys:
             print(key)
+    return 0
+
+
+async def _history(args: argparse.Namespace) -> int:
+    async with open_backend(args.backend) as backend:
+        versions = await backend.history(args.user_id, args.key, args.limit)
+    if not versions:
+        raise _Failed(f"no memory {args.key!r} for user {args.user_id!r}")
+    if args.json:
+        _print_json([_entry_dict(version) for version in versions])
+        return 0
+    for version in versions:
+        when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(version.updated_at))
+        print(f"{when}  {_one_line(version.value)}")
     return 0
 
 
@@ -459,6 +490,7 @@ def _mcp(args: argparse.Namespace) -> int:
 _DATA_COMMANDS: dict[str, Callable[[argparse.Namespace], Coroutine[Any, Any, int]]] = {
     "store": _store,
     "get": _get,
+    "history": _history,
     "query": _query,
     "list": _list,
     "delete": _delete,
@@ -483,6 +515,7 @@ def _add_data_commands(sub: Any) -> None:
     store.add_argument("key", type=_id)
     store.add_argument("value", help="the memory's text; - reads it from stdin")
     store.add_argument("--metadata", type=_json_object, help="a JSON object stored alongside")
+    store.add_argument("--ttl", type=_seconds, help="forget it after this many seconds")
 
     get = command("get", "print one memory's value (exit 1 when there is none)")
     get.add_argument("user_id", type=_id)
@@ -494,9 +527,20 @@ def _add_data_commands(sub: Any) -> None:
     query.add_argument(
         "--limit", type=_count(1, MAX_LIMIT), default=10, help="at most this many (default 10)"
     )
+    query.add_argument("--where", type=_json_object, help=_WHERE_HELP)
 
     listing = command("list", "a user's keys, most recently updated first")
     listing.add_argument("user_id", type=_id)
+    listing.add_argument("--where", type=_json_object, help=_WHERE_HELP)
+    listing.add_argument("--limit", type=_count(1, MAX_PAGE_SIZE), help="at most this many keys")
+    listing.add_argument("--offset", type=_count(0, 10**12), default=0, help="skip this many")
+
+    history = command("history", "a memory's kept versions, newest first")
+    history.add_argument("user_id", type=_id)
+    history.add_argument("key", type=_id)
+    history.add_argument(
+        "--limit", type=_count(1, MAX_LIMIT), default=10, help="at most this many (default 10)"
+    )
 
     delete = command("delete", "delete one memory (exit 1 when there was none)")
     delete.add_argument("user_id", type=_id)

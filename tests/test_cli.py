@@ -11,6 +11,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -397,3 +398,27 @@ async def test_import_entries_and_scan_on_every_sql_store(sql_store: SQLBackend)
     assert len(await store.list_keys("u")) == MAX_IMPORT_BATCH
     hits = await store.query("u1", "corrected")
     assert [hit.key for hit in hits] == ["a"], "imported memories are searchable"
+
+
+def test_where_ttl_history_and_purge(capsys: pytest.CaptureFixture[str], url: str) -> None:
+    b = ("--backend", url)
+    run(capsys, "store", "alice", "pet", "a grey cat", "--metadata", '{"n": 1}', *b)
+    run(capsys, "store", "alice", "pet", "two grey cats", "--metadata", '{"n": 2}', *b)
+    run(capsys, "store", "alice", "job", "a nurse", "--metadata", '{"n": 3}', "--ttl", "3600", *b)
+    run(capsys, "store", "alice", "gone", "soon", "--ttl", "0.01", *b)
+    assert run(capsys, "list", "alice", "--where", '{"n": {"$gte": 2}}', *b) == (
+        0,
+        "job\npet\n",
+        "",
+    )
+    assert run(capsys, "list", "alice", "--limit", "1", "--offset", "1", *b)[1] == "pet\n"
+    code, out, _ = run(capsys, "query", "alice", "grey cats", "--where", '{"n": 2}', "--json", *b)
+    assert code == 0
+    assert [hit["key"] for hit in json.loads(out)] == ["pet"]
+    code, out, _ = run(capsys, "history", "alice", "pet", "--json", *b)
+    assert [v["value"] for v in json.loads(out)] == ["two grey cats", "a grey cat"]
+    assert run(capsys, "history", "alice", "nothing", *b)[0] == 1
+    assert run(capsys, "store", "alice", "k", "v", "--ttl", "-5", *b)[0] == 2
+    time.sleep(0.05)
+    code, out, _ = run(capsys, "db", "purge", "--url", url)
+    assert (code, out.split()[:2]) == (0, ["purged", "1"])
