@@ -121,8 +121,9 @@ async def _db(args: argparse.Namespace) -> int:
     return 0
 
 
-ENTRY_FIELDS = ("user_id", "key", "value", "metadata", "created_at", "updated_at")
-"""The fields of one line of ``asyncmem export`` / ``import``, in this order."""
+ENTRY_FIELDS = ("user_id", "key", "value", "metadata", "created_at", "updated_at", "expires_at")
+"""The fields of one line of ``asyncmem export`` / ``import``, in this order (``expires_at``
+only for memories stored with a ``ttl``)."""
 IMPORT_BATCH = 500
 
 
@@ -143,6 +144,8 @@ def _entry_dict(entry: MemoryEntry) -> dict[str, Any]:
         "created_at": entry.created_at,
         "updated_at": entry.updated_at,
     }
+    if entry.expires_at is not None:
+        data["expires_at"] = entry.expires_at
     if entry.score is not None:
         data["score"] = entry.score
     return data
@@ -375,6 +378,13 @@ def _parse_line(line: bytes, number: int, now: float, *, validate: bool = True) 
             if not math.isfinite(stamp):
                 raise InvalidInputError(f"{name} must be finite")
             stamps.append(float(stamp))
+        expires_at = data.get("expires_at")
+        if expires_at is not None and (
+            isinstance(expires_at, bool)
+            or not isinstance(expires_at, int | float)
+            or not math.isfinite(expires_at)
+        ):
+            raise InvalidInputError("expires_at must be a number of unix seconds or null")
         if not validate:
             return MemoryEntry(
                 data["user_id"],
@@ -383,6 +393,7 @@ def _parse_line(line: bytes, number: int, now: float, *, validate: bool = True) 
                 data.get("metadata", {}),
                 stamps[0],
                 stamps[1],
+                expires_at=expires_at,
             )
         return MemoryEntry(
             user_id=check_id("user_id", data["user_id"]),
@@ -391,6 +402,7 @@ def _parse_line(line: bytes, number: int, now: float, *, validate: bool = True) 
             metadata=check_metadata(data.get("metadata")),
             created_at=stamps[0],
             updated_at=stamps[1],
+            expires_at=None if expires_at is None else float(expires_at),
         )
     except (ValueError, RecursionError) as exc:
         reason = exc.msg if isinstance(exc, json.JSONDecodeError) else str(exc)

@@ -89,7 +89,7 @@ def test_json_output_on_every_data_command(
     code, out, _ = run(capsys, "store", "bob", "tea", "Bob drinks earl grey", *b)
     stored = json.loads(out)
     assert code == 0
-    assert list(stored) == list(ENTRY_FIELDS)
+    assert list(stored) == list(ENTRY_FIELDS[:-1])  # no expires_at without a ttl
     assert stored["value"] == "Bob drinks earl grey"
 
     got = json.loads(run(capsys, "get", "bob", "tea", *b)[1])
@@ -226,7 +226,7 @@ def test_export_then_import_reproduces_every_memory_exactly(
     lines = dump.read_bytes().split(b"\n")
     assert lines[-1] == b""
     assert len(lines) == 26
-    assert list(json.loads(lines[0])) == list(ENTRY_FIELDS)
+    assert list(json.loads(lines[0])) == list(ENTRY_FIELDS[:-1])  # no ttl given
 
     code, out, _ = run(capsys, "import", str(dump), "--backend", target, "--batch-size", "4")
     assert code == 0
@@ -422,3 +422,16 @@ def test_where_ttl_history_and_purge(capsys: pytest.CaptureFixture[str], url: st
     time.sleep(0.05)
     code, out, _ = run(capsys, "db", "purge", "--url", url)
     assert (code, out.split()[:2]) == (0, ["purged", "1"])
+
+
+def test_export_import_keeps_expiry(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    source, target = f"sqlite:///{tmp_path / 'a.db'}", f"sqlite:///{tmp_path / 'b.db'}"
+    run(capsys, "store", "alice", "trip", "hiking in July", "--ttl", "3600", "--backend", source)
+    run(capsys, "store", "alice", "pet", "a cat", "--backend", source)
+    dump = tmp_path / "dump.jsonl"
+    assert run(capsys, "export", "-o", str(dump), "--backend", source)[0] == 0
+    lines = [json.loads(line) for line in dump.read_text().splitlines()]
+    assert [("expires_at" in line) for line in lines] == [True, False]
+    assert run(capsys, "import", str(dump), "--backend", target)[0] == 0
+    assert entries(target) == entries(source)
+    assert entries(target)[0].expires_at == lines[0]["expires_at"]

@@ -500,7 +500,7 @@ class SQLBackend(BackendBase):
         return count
 
     async def import_entries(self, entries: Iterable[MemoryEntry]) -> int:
-        """Upsert ``entries`` with their own ``created_at`` and ``updated_at``, all or nothing.
+        """Upsert ``entries`` with their own timestamps and expiry, all or nothing.
 
         For restoring an export: unlike :meth:`store`, the timestamps are taken from the
         entries, so an export imported into an empty store reproduces it exactly, and
@@ -520,6 +520,9 @@ class SQLBackend(BackendBase):
                 metadata_json(entry.metadata)[1],
                 _check_timestamp("created_at", entry.created_at),
                 _check_timestamp("updated_at", entry.updated_at),
+                None
+                if entry.expires_at is None
+                else _check_timestamp("expires_at", entry.expires_at),
             )
         if len(rows) > MAX_IMPORT_BATCH:
             raise InvalidInputError(f"import at most {MAX_IMPORT_BATCH} memories a call")
@@ -536,7 +539,15 @@ class SQLBackend(BackendBase):
         return len(rows)
 
 
-_IMPORT_FIELDS = ("user_id", "key", "value", "metadata_", "created_at", "updated_at")
+_IMPORT_FIELDS = (
+    "user_id",
+    "key",
+    "value",
+    "metadata_",
+    "created_at",
+    "updated_at",
+    "expires_at",
+)
 MAX_IMPORT_BATCH = 1000
 """Most memories one :meth:`SQLBackend.import_entries` call takes (one statement's worth)."""
 
@@ -562,6 +573,7 @@ def _import_sql(dialect_name: str, count: int) -> SQL:
             Memory.metadata_: statement.excluded["metadata"],
             Memory.created_at: statement.excluded.created_at,
             Memory.updated_at: statement.excluded.updated_at,
+            Memory.expires_at: statement.excluded.expires_at,
         },
     )
     return compile_sql(upsert, _DIALECTS[dialect_name])
