@@ -138,7 +138,7 @@ class SQLBackend(BackendBase):
         *,
         auto_migrate: bool | None = None,
         busy_timeout: float = 5.0,
-        readers: int = 2,
+        readers: int = 1,
         schema: str | None = None,
         timeout: float = 30.0,
         pool_size: int = 10,
