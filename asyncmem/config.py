@@ -34,8 +34,10 @@ def open_backend(spec: str | None = None, *, env: Mapping[str, str] | None = Non
         return _honcho_backend(environ)
     if "://" in spec:
         return SQLBackend(spec)
+    # The spec is not repeated: a URL mistyped without "://" may carry a password.
     raise InvalidInputError(
-        f"unknown backend {spec!r}: use 'null', 'sqlite', 'honcho' or a database URL"
+        "unknown backend: use 'null', 'sqlite', 'honcho' or a database URL "
+        "such as sqlite:///path/memory.db or postgresql://user@host/db"
     )
 
 

@@ -240,3 +240,10 @@ async def test_postgresql_schema_is_not_created_without_auto_migrate() -> None:
             await backend.store("alice", "k", "v")
         async with SQLBackend(PG_URL, schema=schema) as backend:
             assert await backend.list_keys("alice") == ["k"]
+
+
+def test_unknown_backend_spec_is_not_repeated() -> None:
+    with pytest.raises(InvalidInputError) as raised:
+        open_backend("postgresql:user:hunter2@db")
+    assert "hunter2" not in str(raised.value)
+    assert "sqlite:///" in str(raised.value)
