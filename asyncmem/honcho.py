@@ -13,12 +13,15 @@ How the five operations map onto Honcho's workspace → peers → sessions → m
   revision, so Honcho's server-side ``search`` finds it. Messages cannot be deleted, so older
   revisions stay on the server until the key is deleted; ``query`` drops hits whose revision
   is not the session's current one;
+- the expiry time (``ttl``) and the previous versions (``history``) are in the same
+  metadata; ``where`` filters are applied here, with :func:`asyncmem.filtering.matches`;
 - ``delete`` and ``forget_user`` delete sessions.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import hashlib
 import ipaddress
@@ -27,20 +30,30 @@ import re
 import secrets
 import time
 import weakref
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import urlsplit
 
 from asyncmem.backend import (
+    MAX_LIMIT,
     BackendBase,
+    BatchItem,
+    Condition,
     MemoryEntry,
     check_id,
+    check_items,
+    check_keys,
     check_limit,
-    check_metadata,
+    check_offset,
+    check_page_limit,
+    check_page_size,
     check_text,
+    check_ttl,
     check_value,
+    check_where,
+    metadata_json,
 )
 from asyncmem.errors import (
     AsyncmemError,
@@ -49,6 +62,7 @@ from asyncmem.errors import (
     BackendUnavailableError,
     InvalidInputError,
 )
+from asyncmem.filtering import matches
 from asyncmem.sql.search import query_terms
 
 if TYPE_CHECKING:
@@ -155,8 +169,9 @@ class HonchoBackend(BackendBase):
     run SDK calls, so that many operations at most are in flight. ``http_client`` replaces
     the ``httpx.Client`` (tests inject one with a mock transport); the backend closes only a
     client it made. ``reasoning`` leaves Honcho's background reasoning on for memory sessions
-    (off by default: it sends stored values to a language model). Nothing is read from the
-    environment.
+    (off by default: it sends stored values to a language model). ``max_versions`` is how
+    many versions of a memory :meth:`history` keeps, the current one included. Nothing is
+    read from the environment.
 
     Weaker guarantees than the SQL store, because Honcho offers no transactions:
 
@@ -174,6 +189,17 @@ class HonchoBackend(BackendBase):
     - ``query`` is Honcho's own search (semantic and full-text) over at most
       :data:`MAX_SEARCH_HITS` messages, filtered to the user; ``score`` is derived from the
       rank, not a server score. Reads see the server's state at the time of each request.
+    - ``where`` filters, ``list_keys`` paging and expiry are done here, not by the server
+      (the caller's metadata is JSON text to Honcho, and ``expires_at`` a plain number):
+      ``list_keys``, ``scan`` and ``purge_expired`` read every session of the user (or of
+      the workspace) each time, and ``query`` filters among its search hits. The semantics
+      are the SQL store's (:mod:`asyncmem.filtering`). Expired memories are hidden from every
+      read at once; their sessions stay on the server until ``purge_expired`` or a delete.
+    - ``history`` keeps the previous versions in the session metadata, so each version adds
+      its value's size to every read of that session.
+    - ``store_many`` and ``delete_many`` check every item first, then write one key after
+      another: not atomic. A batch that raised midway has written the items before the
+      failing one and not the rest.
     - Cancelling an awaiting task does not stop its thread; the HTTP timeout does.
     """
 
@@ -189,6 +215,7 @@ class HonchoBackend(BackendBase):
         max_retries: int = 2,
         max_workers: int = 8,
         reasoning: bool = False,
+        max_versions: int = 10,
         http_client: httpx.Client | None = None,
     ) -> None:
         super().__init__()
@@ -202,12 +229,19 @@ class HonchoBackend(BackendBase):
             raise InvalidInputError("max_retries must not be negative")
         if max_workers < 1:
             raise InvalidInputError("max_workers must be at least 1")
+        if (
+            isinstance(max_versions, bool)
+            or not isinstance(max_versions, int)
+            or not 1 <= max_versions <= MAX_LIMIT
+        ):
+            raise InvalidInputError(f"max_versions must be an int from 1 to {MAX_LIMIT}")
         self.base_url = base_url.rstrip("/")
         self.workspace_id = workspace_id
         self.timeout = timeout
         self.max_retries = max_retries
         self.max_workers = max_workers
         self.reasoning = reasoning
+        self.max_versions = max_versions
         self.is_cloud = not _is_loopback(self.base_url)
         self._api_key = api_key
         self._injected_client = http_client
@@ -301,20 +335,41 @@ class HonchoBackend(BackendBase):
         key: str,
         value: str,
         metadata: Mapping[str, Any] | None = None,
+        *,
+        ttl: float | None = None,
     ) -> MemoryEntry:
+        """Insert or replace; the replaced value becomes a version (see :meth:`history`).
+
+        ``ttl`` (seconds) makes the memory invisible to every read once it has passed;
+        storing again without ``ttl`` keeps it until it is deleted.
+        """
         user_id = check_id("user_id", user_id)
         key = check_id("key", key)
         value = check_value(value)
-        clean = check_metadata(metadata)
-        async with self._key_lock(user_id, key):
-            return await self._call("store", _store, user_id, key, value, clean, self.reasoning)
+        clean, text = metadata_json(metadata)
+        seconds = check_ttl(ttl)
+        item = BatchItem(key, value, clean, seconds, text)
+        return await self._store_item(user_id, item)
+
+    async def _store_item(self, user_id: str, item: BatchItem) -> MemoryEntry:
+        async with self._key_lock(user_id, item.key):
+            return await self._call(
+                "store", _store, user_id, item, self.reasoning, self.max_versions
+            )
 
     async def retrieve(self, user_id: str, key: str) -> MemoryEntry | None:
         user_id = check_id("user_id", user_id)
         key = check_id("key", key)
         return await self._call("retrieve", _retrieve, user_id, key)
 
-    async def query(self, user_id: str, text: str, limit: int = 10) -> list[MemoryEntry]:
+    async def query(
+        self,
+        user_id: str,
+        text: str,
+        limit: int = 10,
+        *,
+        where: Mapping[str, Any] | None = None,
+    ) -> list[MemoryEntry]:
         """Memories of ``user_id`` ranked by Honcho's search for the words of ``text``.
 
         Honcho's full-text search needs every word of a query (``plainto_tsquery``) and
@@ -324,17 +379,22 @@ class HonchoBackend(BackendBase):
         :data:`MAX_TERM_SEARCHES`) is searched on its own, concurrently, and the lists are
         fused by reciprocal rank, so memories sharing more of the words rank higher; a
         server with embeddings adds its semantic matches to every list. One more call reads
-        the sessions of the hits, to drop deleted keys and superseded values.
+        the sessions of the hits, to drop deleted keys, superseded values, expired memories
+        and, with ``where``, memories whose metadata does not match (filtered here, among
+        the hits: each search then asks for :data:`MAX_SEARCH_HITS`).
         """
         user_id = check_id("user_id", user_id)
         text = check_text(text)
         limit = check_limit(limit)
+        conditions = check_where(where)
         terms = query_terms(text)
         if not terms:
             await self._ready()
             return []
-        size = min(MAX_SEARCH_HITS, max(2 * limit, limit + 10))
-        found, phrase = await self._call("query", _query_words, user_id, terms, size, limit)
+        size = MAX_SEARCH_HITS if conditions else min(MAX_SEARCH_HITS, max(2 * limit, limit + 10))
+        found, phrase = await self._call(
+            "query", _query_words, user_id, terms, size, limit, conditions
+        )
         if found is not None:
             return found
         each = await asyncio.gather(
@@ -343,21 +403,122 @@ class HonchoBackend(BackendBase):
                 for term in terms[:MAX_TERM_SEARCHES]
             )
         )
-        return await self._call("query", _resolve, user_id, [phrase, *each], limit)
+        return await self._call("query", _resolve, user_id, [phrase, *each], limit, conditions)
 
-    async def list_keys(self, user_id: str) -> list[str]:
+    async def list_keys(
+        self,
+        user_id: str,
+        *,
+        where: Mapping[str, Any] | None = None,
+        limit: int | None = None,
+        offset: int = 0,
+    ) -> list[str]:
+        """Keys of live memories, most recently updated first; a page of them with ``limit``.
+
+        Honcho cannot filter or page by asyncmem's fields, so every call reads all the user's
+        sessions and filters, orders and pages them here.
+        """
         user_id = check_id("user_id", user_id)
-        return await self._call("list_keys", _list_keys, user_id)
+        conditions = check_where(where)
+        count = check_page_limit(limit)
+        skip = check_offset(offset)
+        return await self._call("list_keys", _list_keys, user_id, conditions, count, skip)
 
     async def delete(self, user_id: str, key: str) -> bool:
+        """Delete a memory and its versions; ``True`` if it was there and not expired."""
         user_id = check_id("user_id", user_id)
         key = check_id("key", key)
         async with self._key_lock(user_id, key):
             return await self._call("delete", _delete, user_id, key)
 
     async def forget_user(self, user_id: str) -> int:
+        """Delete every memory of ``user_id``; return how many live ones there were."""
         user_id = check_id("user_id", user_id)
         return await self._call("forget_user", _forget_user, user_id)
+
+    def scan(
+        self,
+        user_id: str | None = None,
+        *,
+        where: Mapping[str, Any] | None = None,
+        page_size: int = 500,
+    ) -> AsyncIterator[MemoryEntry]:
+        """Stream live memories (of one user, or of the whole workspace with ``None``).
+
+        The order is the memories' ``created_at`` (then session id), fixed when the scan
+        starts by one listing of the sessions; each page of ``page_size`` is read again
+        before it is yielded, so memories deleted or changed during the scan are seen as
+        they are then. Memories created after the scan started are not included.
+        """
+        if user_id is not None:
+            user_id = check_id("user_id", user_id)
+        conditions = check_where(where)
+        size = check_page_size(page_size)
+        return self._scan(user_id, conditions, size)
+
+    async def _scan(
+        self, user_id: str | None, conditions: tuple[Condition, ...], size: int
+    ) -> AsyncIterator[MemoryEntry]:
+        ids = await self._call("scan", _scan_ids, user_id, conditions)
+        for start in range(0, len(ids), size):
+            page = await self._call(
+                "scan", _scan_page, user_id, ids[start : start + size], conditions
+            )
+            for entry in page:
+                yield entry
+
+    async def history(self, user_id: str, key: str, limit: int = 10) -> list[MemoryEntry]:
+        """The memory and its kept previous versions, newest first; ``[]`` if it is gone.
+
+        Versions live in the key's session metadata (at most ``max_versions``, the current
+        one included), so they are read in one call and go with the session.
+        """
+        user_id = check_id("user_id", user_id)
+        key = check_id("key", key)
+        limit = check_limit(limit)
+        return await self._call("history", _history, user_id, key, limit)
+
+    async def store_many(
+        self, user_id: str, items: Iterable[Mapping[str, Any]]
+    ) -> list[MemoryEntry]:
+        """Store every item (``key``, ``value``, optional ``metadata`` and ``ttl``).
+
+        Every item is checked before anything is written. Honcho has no transactions, so
+        the items are then stored one after another, as :meth:`store` does: a batch that
+        raised during the writes has stored the items before the failing one, not the rest.
+        """
+        user_id = check_id("user_id", user_id)
+        checked = check_items(items)
+        if not checked:
+            await self._ready()
+            return []
+        return [await self._store_item(user_id, item) for item in checked]
+
+    async def delete_many(self, user_id: str, keys: Iterable[str]) -> int:
+        """Delete the memories under ``keys``, one after another; count the live ones."""
+        user_id = check_id("user_id", user_id)
+        checked = check_keys(keys)
+        if not checked:
+            await self._ready()
+            return 0
+        removed = 0
+        for key in checked:
+            async with self._key_lock(user_id, key):
+                removed += await self._call("delete_many", _delete, user_id, key)
+        return removed
+
+    async def purge_expired(self) -> int:
+        """Delete the workspace's expired memories; return how many went.
+
+        Not needed for correctness (reads already hide them): it frees the server's space.
+        One call lists every asyncmem session; each expired key then takes two more.
+        """
+        expired = await self._call("purge_expired", _expired_keys)
+        purged = 0
+        for user_id, key in expired:
+            async with self._key_lock(user_id, key):
+                purged += await self._call("purge_expired", _purge_key, user_id, key)
+        return purged
 
 
 # The functions below run on the pool's threads and make the SDK calls.
@@ -395,6 +556,22 @@ def _committed(session: Session) -> bool:
     return "rev" in (session.metadata or {})
 
 
+def _unexpired(expires_at: Any, now: float) -> bool:
+    return expires_at is None or float(expires_at) > now
+
+
+def _live(session: Session | None, now: float) -> bool:
+    """Whether ``session`` holds a memory that has not expired."""
+    if session is None or not _committed(session):
+        return False
+    return _unexpired((session.metadata or {}).get("expires_at"), now)
+
+
+def _expires_at(meta: Mapping[str, Any]) -> float | None:
+    expires_at = meta.get("expires_at")
+    return None if expires_at is None else float(expires_at)
+
+
 def _entry(meta: Mapping[str, Any], score: float | None = None) -> MemoryEntry:
     return MemoryEntry(
         user_id=meta["user_id"],
@@ -404,7 +581,15 @@ def _entry(meta: Mapping[str, Any], score: float | None = None) -> MemoryEntry:
         created_at=float(meta["created_at"]),
         updated_at=float(meta["updated_at"]),
         score=score,
+        expires_at=_expires_at(meta),
     )
+
+
+def _versions(meta: Mapping[str, Any]) -> list[list[Any]]:
+    """The kept previous versions, newest first: ``[value, meta, created, updated, expires]``."""
+    text = meta.get("versions")
+    versions: list[list[Any]] = json.loads(text) if isinstance(text, str) else []
+    return versions
 
 
 def _latest(sessions: list[Session]) -> Session | None:
@@ -414,17 +599,37 @@ def _latest(sessions: list[Session]) -> Session | None:
     return sessions[0] if sessions else None
 
 
+def _current(sessions: Iterable[Session]) -> dict[tuple[str, str], Session]:
+    """The latest committed session of each (user, key)."""
+    latest: dict[tuple[str, str], Session] = {}
+    for session in sessions:
+        if not _committed(session):
+            continue
+        meta = session.metadata or {}
+        seen = latest.get((meta["user_id"], meta["key"]))
+        if seen is None or float(meta["updated_at"]) > float((seen.metadata or {})["updated_at"]):
+            latest[(meta["user_id"], meta["key"])] = session
+    return latest
+
+
+def _visible(session: Session, now: float, conditions: Sequence[Condition]) -> bool:
+    """Live, and its metadata matches ``conditions``."""
+    if not _live(session, now):
+        return False
+    return not conditions or matches(json.loads((session.metadata or {})["meta"]), conditions)
+
+
 def _store(
     client: Honcho,
     user_id: str,
-    key: str,
-    value: str,
-    metadata: dict[str, Any],
+    item: BatchItem,
     reasoning: bool,
+    max_versions: int,
 ) -> MemoryEntry:
     import honcho
     from honcho.api_types import SessionConfiguration
 
+    key, value = item.key, item.value
     session = _latest(_key_sessions(client, user_id, key))
     identity: dict[str, object] = {
         _MARK: _FORMAT,
@@ -452,11 +657,22 @@ def _store(
             )
     previous = session.metadata or {}
     now = time.time()
-    if _committed(session):
+    versions: list[list[Any]] = []
+    if _live(session, now):
         created_at = float(previous["created_at"])
         updated_at = max(now, float(previous["updated_at"]) + 1e-6)
+        replaced = [
+            previous["value"],
+            previous["meta"],
+            created_at,
+            float(previous["updated_at"]),
+            _expires_at(previous),
+        ]
+        versions = [replaced, *_versions(previous)][: max_versions - 1]
     else:
+        # A new key, or one whose memory expired: it starts afresh, without history.
         created_at = updated_at = now
+    expires_at = None if item.ttl is None else updated_at + item.ttl
     revision = secrets.token_hex(8)
     session.add_messages(
         [
@@ -466,25 +682,50 @@ def _store(
             for part in _chunks(value)
         ]
     )
-    meta_text = json.dumps(metadata, ensure_ascii=False, separators=(",", ":"))
     session.set_metadata(
         {
             **identity,
             "value": value,
-            "meta": meta_text,
+            "meta": item.metadata_text,
             "rev": revision,
             "created_at": created_at,
             "updated_at": updated_at,
+            "expires_at": expires_at,
+            "versions": json.dumps(versions, ensure_ascii=False, separators=(",", ":")),
         }
     )
-    return MemoryEntry(user_id, key, value, metadata, created_at, updated_at)
+    return MemoryEntry(user_id, key, value, item.metadata, created_at, updated_at, None, expires_at)
 
 
 def _retrieve(client: Honcho, user_id: str, key: str) -> MemoryEntry | None:
     session = _latest(_key_sessions(client, user_id, key))
-    if session is None or not _committed(session):
+    if session is None or not _live(session, time.time()):
         return None
     return _entry(session.metadata or {})
+
+
+def _history(client: Honcho, user_id: str, key: str, limit: int) -> list[MemoryEntry]:
+    session = _latest(_key_sessions(client, user_id, key))
+    now = time.time()
+    if session is None or not _live(session, now):
+        return []
+    meta = session.metadata or {}
+    entries = [_entry(meta)]
+    for value, meta_text, created_at, updated_at, expires_at in _versions(meta):
+        if _unexpired(expires_at, now):
+            entries.append(
+                MemoryEntry(
+                    user_id,
+                    key,
+                    value,
+                    json.loads(meta_text),
+                    float(created_at),
+                    float(updated_at),
+                    None,
+                    None if expires_at is None else float(expires_at),
+                )
+            )
+    return entries[:limit]
 
 
 def _user_sessions(client: Honcho, user_id: str) -> list[Session]:
@@ -492,17 +733,54 @@ def _user_sessions(client: Honcho, user_id: str) -> list[Session]:
     return [s for s in found if (s.metadata or {}).get("user_id") == user_id]
 
 
-def _list_keys(client: Honcho, user_id: str) -> list[str]:
-    latest: dict[str, Mapping[str, Any]] = {}
-    for session in _user_sessions(client, user_id):
-        meta = session.metadata or {}
-        if not _committed(session):
-            continue
-        seen = latest.get(meta["key"])
-        if seen is None or float(meta["updated_at"]) > float(seen["updated_at"]):
-            latest[meta["key"]] = meta
-    ordered = sorted(latest.values(), key=lambda m: float(m["updated_at"]), reverse=True)
-    return [m["key"] for m in ordered]
+def _list_keys(
+    client: Honcho,
+    user_id: str,
+    conditions: tuple[Condition, ...],
+    limit: int | None,
+    offset: int,
+) -> list[str]:
+    now = time.time()
+    live = [
+        s.metadata or {}
+        for s in _current(_user_sessions(client, user_id)).values()
+        if _visible(s, now, conditions)
+    ]
+    live.sort(key=lambda m: (float(m["updated_at"]), float(m["created_at"])), reverse=True)
+    end = None if limit is None else offset + limit
+    return [m["key"] for m in live[offset:end]]
+
+
+def _scan_order(session: Session) -> tuple[float, str]:
+    return float((session.metadata or {})["created_at"]), session.id
+
+
+def _scan_ids(client: Honcho, user_id: str | None, conditions: tuple[Condition, ...]) -> list[str]:
+    """The ids of the sessions a scan visits, in its order."""
+    if user_id is None:
+        found = _sessions(client, {"metadata": {_MARK: _FORMAT}})
+    else:
+        found = _user_sessions(client, user_id)
+    now = time.time()
+    current = [s for s in _current(found).values() if _visible(s, now, conditions)]
+    return [s.id for s in sorted(current, key=_scan_order)]
+
+
+def _scan_page(
+    client: Honcho, user_id: str | None, ids: list[str], conditions: tuple[Condition, ...]
+) -> list[MemoryEntry]:
+    """The sessions ``ids`` as they are now, in the order given, still live and matching."""
+    marks: dict[str, object] = {_MARK: _FORMAT}
+    if user_id is not None:
+        marks["u"] = _digest(user_id)
+    now = time.time()
+    found = {
+        s.id: s
+        for s in _sessions(client, {"id": {"in": ids}, "metadata": marks})
+        if user_id is None or (s.metadata or {}).get("user_id") == user_id
+    }
+    page = [found[sid] for sid in ids if sid in found]
+    return [_entry(s.metadata or {}) for s in page if _visible(s, now, conditions)]
 
 
 def _search(client: Honcho, user_id: str, text: str, size: int) -> list[Message]:
@@ -510,28 +788,41 @@ def _search(client: Honcho, user_id: str, text: str, size: int) -> list[Message]
 
 
 def _query_words(
-    client: Honcho, user_id: str, terms: list[str], size: int, limit: int
+    client: Honcho,
+    user_id: str,
+    terms: list[str],
+    size: int,
+    limit: int,
+    conditions: tuple[Condition, ...],
 ) -> tuple[list[MemoryEntry] | None, list[Message]]:
     """Search all the words together; the memories when that is enough, else the hits."""
     hits = _search(client, user_id, " ".join(terms), size)
     if len(terms) > 1 and len({hit.session_id for hit in hits}) < limit:
         return None, hits
-    return _resolve(client, user_id, [hits], limit), hits
+    found = _resolve(client, user_id, [hits], limit, conditions)
+    if conditions and len(terms) > 1 and len(found) < limit:
+        return None, hits
+    return found, hits
 
 
 def _resolve(
-    client: Honcho, user_id: str, ranked: list[list[Message]], limit: int
+    client: Honcho,
+    user_id: str,
+    ranked: list[list[Message]],
+    limit: int,
+    conditions: tuple[Condition, ...] = (),
 ) -> list[MemoryEntry]:
     """Fuse ranked hit lists into memories, keeping only hits of a key's current value."""
     ids = list(dict.fromkeys(hit.session_id for hits in ranked for hit in hits))
     if not ids:
         return []
     current: dict[str, Mapping[str, Any]] = {}
+    now = time.time()
     for session in _sessions(
         client, {"id": {"in": ids}, "metadata": {_MARK: _FORMAT, "u": _digest(user_id)}}
     ):
         meta = session.metadata or {}
-        if _committed(session) and meta.get("user_id") == user_id:
+        if meta.get("user_id") == user_id and _visible(session, now, conditions):
             current[session.id] = meta
     scores: dict[str, float] = {}
     for hits in ranked:
@@ -555,26 +846,41 @@ def _resolve(
     return [_entry(current[sid], score=scores[sid]) for sid in best]
 
 
-def _delete_sessions(client: Honcho, sessions: list[Session]) -> int:
-    """Delete ``sessions``; how many of them held a memory."""
+def _delete_sessions(client: Honcho, sessions: list[Session]) -> None:
+    """Delete ``sessions``; ones already gone are fine."""
     import honcho
 
-    removed = 0
     for session in sessions:
-        try:
+        with contextlib.suppress(honcho.NotFoundError):
             session.delete()
-        except honcho.NotFoundError:
-            continue
-        removed += _committed(session)
-    return removed
 
 
 def _delete(client: Honcho, user_id: str, key: str) -> bool:
-    return _delete_sessions(client, _key_sessions(client, user_id, key)) > 0
+    sessions = _key_sessions(client, user_id, key)
+    live = _live(_latest(sessions), time.time())
+    _delete_sessions(client, sessions)
+    return live
 
 
 def _forget_user(client: Honcho, user_id: str) -> int:
     sessions = _user_sessions(client, user_id)
-    keys = {(s.metadata or {})["key"] for s in sessions if _committed(s)}
+    now = time.time()
+    live = sum(_live(s, now) for s in _current(sessions).values())
     _delete_sessions(client, sessions)
-    return len(keys)
+    return live
+
+
+def _expired_keys(client: Honcho) -> list[tuple[str, str]]:
+    now = time.time()
+    current = _current(_sessions(client, {"metadata": {_MARK: _FORMAT}}))
+    return [ids for ids, session in current.items() if not _live(session, now)]
+
+
+def _purge_key(client: Honcho, user_id: str, key: str) -> int:
+    """Delete the key's sessions if its memory is (still) expired; 1 if it was."""
+    sessions = _key_sessions(client, user_id, key)
+    latest = _latest(sessions)
+    if latest is None or not _committed(latest) or _live(latest, time.time()):
+        return 0
+    _delete_sessions(client, sessions)
+    return 1
