@@ -14,6 +14,7 @@ from sqlalchemy import (
     String,
     Text,
     UniqueConstraint,
+    text,
 )
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
@@ -77,7 +78,15 @@ class Memory(Base):
         UniqueConstraint("user_id", "key"),
         Index(None, "user_id", "updated_at"),
         Index(None, "expires_at"),
-        Index(None, "user_id", "session", "id"),
+        # Partial: only turns are looked up by session, and a plain store skips the index.
+        Index(
+            None,
+            "user_id",
+            "session",
+            "id",
+            sqlite_where=text("session IS NOT NULL"),
+            postgresql_where=text("session IS NOT NULL"),
+        ),
     )
 
 

@@ -178,7 +178,11 @@ def upgrade() -> None:
     op.add_column("memories", sa.Column("context", sa.Text(), server_default="", nullable=False))
     op.add_column("memories", sa.Column("facets", sa.Text(), server_default="", nullable=False))
     op.create_index(
-        op.f("ix_memories_user_id_session_id"), "memories", ["user_id", "session", "id"]
+        op.f("ix_memories_user_id_session_id"),
+        "memories",
+        ["user_id", "session", "id"],
+        sqlite_where=sa.text("session IS NOT NULL"),
+        postgresql_where=sa.text("session IS NOT NULL"),
     )
     _backfill(op.get_bind())
     if dialect == "sqlite":
