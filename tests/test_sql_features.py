@@ -199,7 +199,7 @@ async def test_upgrade_from_0001_keeps_data_and_downgrades(database_url: str) ->
                         updated_at=100.0 + i,
                     )
                 )
-        await migrate.upgrade(engine, "0002_features")
+        await migrate.upgrade(engine)  # through 0002_features to the head the store needs
         async with SQLBackend(database_url, auto_migrate=False) as backend:
             pet = await backend.retrieve("alice", "pet")
             assert pet is not None

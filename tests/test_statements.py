@@ -21,7 +21,8 @@ def test_every_statement_binds_its_parameters_in_order(dialect: str) -> None:
     statements = statements_for(dialect)
     now = {"now"} if dialect == "sqlite" else set()
     expected = {
-        "upsert": {"user_id", "key", "value", "metadata", "ttl"} | now,
+        "upsert": {"user_id", "key", "value", "metadata", "ttl", "session", "context", "facets"}
+        | now,
         "upsert_many": {"user_id", "items"} | now,
         "retrieve": {"user_id", "key"} | now,
         "query": {"match", "user_id", "limit"} | now,
@@ -32,6 +33,14 @@ def test_every_statement_binds_its_parameters_in_order(dialect: str) -> None:
         "history": {"user_id", "key", "limit"} | now,
         "purge_expired": set() | now,
         "purge_expired_versions": set() | now,
+        "purge_expired_turns": set() | now,
+        "turns_tail": {"user_id", "session"},
+        "turns_before": {"user_id", "session", "around"},
+        "turns_from": {"user_id", "session", "around"},
+        "turns_all": {"user_id", "session"},
+        "set_context": {"id", "context"},
+        "set_session": {"id", "new_session"},
+        "clear_session": {"id", "session"},
         "set_setting": {"name", "value"},
         "ping": set(),
     }
@@ -48,7 +57,17 @@ def test_every_statement_binds_its_parameters_in_order(dialect: str) -> None:
 
 def test_arguments_follow_the_compiled_order() -> None:
     upsert = statements_for("sqlite").upsert
-    args = upsert.args(user_id="u", key="k", value="v", metadata="{}", now=1.5, ttl=None)
+    args = upsert.args(
+        user_id="u",
+        key="k",
+        value="v",
+        metadata="{}",
+        now=1.5,
+        ttl=None,
+        session='"s"',
+        context="c",
+        facets="f",
+    )
     assert dict(zip(upsert.names, args, strict=True)) == {
         "user_id": "u",
         "key": "k",
@@ -56,6 +75,9 @@ def test_arguments_follow_the_compiled_order() -> None:
         "metadata": "{}",
         "now": 1.5,
         "ttl": None,
+        "session": '"s"',
+        "context": "c",
+        "facets": "f",
     }
     query = statements_for("sqlite").query
     assert query.args(match="m", user_id="u", limit=3, now=1.0)[-1] == 0  # the OFFSET default
@@ -78,6 +100,8 @@ def test_statements_are_compiled_once() -> None:
         ("Где моя кошка", ["где", "моя", "кошка"]),
         ("", []),
         ("the of and", []),
+        ("What is the name of my CAT, the cat?", ["name", "cat"]),
+        ("Как зовут кошку", ["как", "зовут", "кошку"]),
         ('"; DROP TABLE x; --', ["drop", "table", "x"]),
         ("NEAR(a b) OR c*", ["near", "b", "c"]),
         ("\x00\ud800", []),

@@ -14,6 +14,7 @@ from sqlalchemy import (
     String,
     Text,
     UniqueConstraint,
+    text,
 )
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
@@ -39,7 +40,8 @@ NAMING_CONVENTION = {
 }
 
 FTS_TABLE = "memories_fts"
-"""SQLite: the FTS5 index over key and value, kept in sync by triggers (not ORM-mapped)."""
+"""SQLite: the FTS5 index over key, value, context and facets, kept in sync by triggers
+(not ORM-mapped)."""
 TSVECTOR_COLUMN = "search_vector"
 """PostgreSQL: the generated ``tsvector`` column behind a GIN index (not ORM-mapped)."""
 
@@ -65,11 +67,26 @@ class Memory(Base):
     created_at: Mapped[float] = mapped_column(Double)
     updated_at: Mapped[float] = mapped_column(Double)
     expires_at: Mapped[float | None] = mapped_column(Double)
+    session: Mapped[str | None] = mapped_column(Text)
+    """``metadata.session`` as JSON text: the conversation this turn belongs to, if any."""
+    context: Mapped[str] = mapped_column(Text, server_default="")
+    """Neighbour turns' words (same user and session, store order), searched at a low weight."""
+    facets: Mapped[str] = mapped_column(Text, server_default="")
+    """Speaker and date words from the metadata, searched in their own field."""
 
     __table_args__ = (
         UniqueConstraint("user_id", "key"),
         Index(None, "user_id", "updated_at"),
         Index(None, "expires_at"),
+        # Partial: only turns are looked up by session, and a plain store skips the index.
+        Index(
+            None,
+            "user_id",
+            "session",
+            "id",
+            sqlite_where=text("session IS NOT NULL"),
+            postgresql_where=text("session IS NOT NULL"),
+        ),
     )
 
 

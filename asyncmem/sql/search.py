@@ -3,15 +3,50 @@
 A question is data, never syntax: it is split into words (Unicode letters and digits), common
 English function words are dropped, and each remaining word is quoted so that FTS5 or
 ``to_tsquery`` sees a plain term. Terms are OR-ed: the database's ranking (bm25 /
-``ts_rank_cd``) rewards memories that match more of them and rarer ones.
+``ts_rank``) rewards memories that match more of them and rarer ones.
+
+Ranking is two stages (DESIGN.md §8): the database returns :func:`candidate_count` candidates
+and :func:`rerank` orders them, the same on SQLite and PostgreSQL. What ranking needs from
+conversations is built at write time from the metadata keys ``session``, ``speaker`` and
+``date``: :func:`neighbour_contexts` and :func:`facets_of`. Each constant below names the
+measurement that chose it (``benchmarks/relevance.py``; RealMem is the development set in
+``../shared/data/realmem``, "shipped" is ``asyncmem-conversations-v1``).
 """
 
 from __future__ import annotations
 
+import datetime as dt
+import json
 import re
 import unicodedata
+from collections.abc import Mapping, Sequence
+from typing import Any
 
-__all__ = ["MAX_TERMS", "STOP_WORDS", "fts5_expression", "query_terms", "tsquery_expression"]
+__all__ = [
+    "CANDIDATE_FACTOR",
+    "CONTEXT_CHARS",
+    "CONTEXT_TURNS",
+    "CONTEXT_WEIGHT",
+    "FACET_WEIGHT",
+    "MAX_CANDIDATES",
+    "MAX_TERMS",
+    "SESSION_WEIGHT",
+    "SPEAKER_BOOST",
+    "STOP_WORDS",
+    "TEMPORAL_BOOST",
+    "bm25_weights",
+    "candidate_count",
+    "date_words",
+    "facets_of",
+    "fts5_expression",
+    "is_temporal",
+    "neighbour_contexts",
+    "query_terms",
+    "rerank",
+    "session_of",
+    "ts_rank_weights",
+    "tsquery_expression",
+]
 
 MAX_TERMS = 32
 """Most distinct terms taken from one question; the rest of a very long text is ignored."""
@@ -56,3 +91,217 @@ def fts5_expression(terms: list[str]) -> str:
 def tsquery_expression(terms: list[str]) -> str:
     """A ``to_tsquery`` expression that ORs ``terms``, each a quoted lexeme."""
     return " | ".join("'" + term.replace("\\", "\\\\").replace("'", "''") + "'" for term in terms)
+
+
+CANDIDATE_FACTOR = 5
+"""The database returns this many times ``limit`` candidates for :func:`rerank` to order."""
+MAX_CANDIDATES = 500
+"""Upper bound on candidates, so a huge ``limit`` does not pull the whole index."""
+SESSION_WEIGHT = 0.5
+"""How much a candidate gains from the best (normalised) score in its ``session``.
+
+A light session-level score: the conversation that matches best lends its turns weight, so
+the answer that sits beside the matching question rises. Measured with
+``benchmarks/relevance.py`` on RealMem (frac@10, turns / facts): 0 → 0.235 / 0.409,
+0.3 → 0.265 / 0.433, 0.6 → 0.274 / 0.437, 1.0 → — / 0.438; 0.5 is on the plateau.
+"""
+
+CONTEXT_WEIGHT = 0.3
+"""Weight of the neighbour-context field against the memory's own words (1.0).
+
+RealMem frac@10 with full-text context: turns 0.235 → 0.314, facts 0.409 → 0.468 at 0.3;
+facts 0.475 at 0.2 (DESIGN.md §8: half weight hurt facts, a fifth to a third helped)."""
+FACET_WEIGHT = 0.5
+"""Weight of the speaker and date words against the memory's own words (1.0); not tuned."""
+
+
+def bm25_weights() -> tuple[float, float, float, float]:
+    """FTS5 ``bm25()`` column weights: key, value, context, facets."""
+    return (1.0, 1.0, CONTEXT_WEIGHT, FACET_WEIGHT)
+
+
+def ts_rank_weights() -> str:
+    """PostgreSQL ``ts_rank`` weights {D, C, B, A}: context is 'C', facets 'B', the rest 'A'.
+
+    A ``float4[]`` literal made of the constants above, never of input.
+    """
+    context, facets = float(CONTEXT_WEIGHT), float(FACET_WEIGHT)
+    return f"'{{0.1,{context!r},{facets!r},1.0}}'::float4[]"
+
+
+SPEAKER_BOOST = 0.3
+"""Added to a candidate whose ``speaker`` the question names (any word of the name).
+
+Shipped set frac@10 / MRR@10: 0 → 0.664 / 0.489, 0.3 → 0.678 / 0.497, 0.6 → 0.678 / 0.509;
+RealMem names no speakers (only "User"/"Assistant"), see benchmarks/README.md."""
+
+
+def _speaker_words(metadata: Mapping[str, Any]) -> frozenset[str]:
+    speaker = metadata.get("speaker")
+    if not isinstance(speaker, str):
+        return frozenset()
+    return frozenset(_WORD.findall(unicodedata.normalize("NFKC", speaker).lower()))
+
+
+TEMPORAL_BOOST = 0.2
+"""Added, on a "when / how long" question, to a candidate whose text names a time.
+
+Shipped set frac@10 (temporal questions / all): 0 → 0.690 / 0.678, 0.2 → 0.793 / 0.695,
+0.4 → 0.793 / 0.695; RealMem Temporal-reasoning: facts 0.526 → 0.540, turns 0.361 → 0.361,
+all questions unchanged (turns 0.314, facts 0.470)."""
+
+_TEMPORAL_QUESTION = re.compile(
+    r"\b(when|how long|how many (days|weeks|months|years)|what (date|day|month|year|time))\b",
+    re.IGNORECASE,
+)
+_TIME_WORDS = re.compile(
+    r"\b(yesterday|today|tomorrow|tonight|ago|last|next|weekend|morning|evening|week|weeks"
+    r"|month|months|year|years|day|days|(?:19|20)\d\d|monday|tuesday|wednesday|thursday"
+    r"|friday|saturday|sunday|january|february|march|april|may|june|july|august|september"
+    r"|october|november|december|\d{1,2}(?::\d\d)?\s*(?:am|pm))\b",
+    re.IGNORECASE,
+)
+
+
+def is_temporal(text: str) -> bool:
+    """Whether the question asks when something happened or how long it took."""
+    return _TEMPORAL_QUESTION.search(text) is not None
+
+
+def candidate_count(limit: int) -> int:
+    """How many rows the database should rank for a query that wants ``limit``."""
+    return max(limit, min(limit * CANDIDATE_FACTOR, MAX_CANDIDATES))
+
+
+def session_of(metadata: Mapping[str, Any]) -> str | None:
+    """The conversation a memory belongs to, as JSON text (``1`` and ``"1"`` differ), or None.
+
+    Only a JSON scalar names a session; an object or list under ``session`` is just metadata.
+    """
+    session = metadata.get("session")
+    if session is None or isinstance(session, dict | list):
+        return None
+    return json.dumps(session, ensure_ascii=False)
+
+
+def rerank(
+    terms: Sequence[str],
+    scores: Sequence[float],
+    metadata: Sequence[Mapping[str, Any]],
+    limit: int,
+    *,
+    values: Sequence[str] | None = None,
+    temporal: bool = False,
+) -> list[tuple[int, float]]:
+    """Order the database's candidates: ``(index into the candidates, final score)``, best first.
+
+    Stage two of ranking (DESIGN.md §8), the same for SQLite and PostgreSQL: ``scores`` are the
+    database's relevance (higher is better, bm25 or ``ts_rank``, any scale), ``metadata``
+    each candidate's. Scores are divided by the best one, so every constant below means the
+    same on both dialects. Ties keep the database's order.
+    """
+    if not scores:
+        return []
+    top = max(scores)
+    norm = [score / top if top > 0 else 0.0 for score in scores]
+    best_in_session: dict[str, float] = {}
+    sessions = [session_of(meta) for meta in metadata]
+    for session, value in zip(sessions, norm, strict=True):
+        if session is not None and value > best_in_session.get(session, -1.0):
+            best_in_session[session] = value
+    asked = set(terms)
+    final = [
+        value
+        + (SESSION_WEIGHT * best_in_session[session] if session is not None else 0.0)
+        + (SPEAKER_BOOST if asked and asked & _speaker_words(meta) else 0.0)
+        for value, session, meta in zip(norm, sessions, metadata, strict=True)
+    ]
+    if temporal and values is not None and TEMPORAL_BOOST:
+        for i, text in enumerate(values):
+            if _TIME_WORDS.search(text[:CONTEXT_CHARS]):
+                final[i] += TEMPORAL_BOOST
+    order = sorted(range(len(final)), key=lambda i: (-final[i], i))
+    return [(i, final[i]) for i in order[:limit]]
+
+
+CONTEXT_TURNS = 2
+"""A turn's context: this many turns of the same ``session`` before it and after it.
+
+Both sides count: on RealMem turns (frac@10) 2 before and 2 after → 0.315, 2 and 1 → 0.302,
+2 before only → 0.289 (facts: 0.466, 0.471, 0.464)."""
+CONTEXT_CHARS = 500
+"""At most this much of each neighbour's text goes into a turn's context.
+
+Measured on RealMem turns (frac@10): 2000 → 0.314, 500 → 0.311; a quarter of the index."""
+
+_MONTHS = (
+    "january february march april may june july august september october november december"
+).split()
+_MONTH_NUMBER = {name[:3]: number for number, name in enumerate(_MONTHS, 1)}
+_ISO_DATE = re.compile(r"\b(\d{4})[-/.](\d{1,2})[-/.](\d{1,2})(?!\d)")
+_MONTH = r"(jan|feb|mar|apr|may|jun|jul|aug|sep|sept|oct|nov|dec)[a-z]*\.?"
+_DAY_MONTH_YEAR = re.compile(r"\b(\d{1,2})(?:st|nd|rd|th)?\s+" + _MONTH + r",?\s+(\d{4})\b")
+_MONTH_DAY_YEAR = re.compile(r"\b" + _MONTH + r"\s+(\d{1,2})(?:st|nd|rd|th)?,?\s+(\d{4})\b")
+
+
+def _date(year: str, month: int, day: str) -> dt.date | None:
+    try:
+        return dt.date(int(year), month, int(day))
+    except ValueError:
+        return None
+
+
+def date_words(text: str) -> str:
+    """``text`` with the date in it spelled out as words: weekday, day, month name, year.
+
+    "2023-05-08", "8 May 2023", "May 8th, 2023" and "1:56 pm on 8 May, 2023" all gain
+    "monday 8 may 2023", so a question saying "in May" or "2023" finds the memory. Text with
+    no date it can read comes back as it is.
+    """
+    lowered = text.lower()
+    found: dt.date | None = None
+    if match := _ISO_DATE.search(lowered):
+        found = _date(match[1], int(match[2]), match[3])
+    elif match := _DAY_MONTH_YEAR.search(lowered):
+        found = _date(match[3], _MONTH_NUMBER[match[2][:3]], match[1])
+    elif match := _MONTH_DAY_YEAR.search(lowered):
+        found = _date(match[3], _MONTH_NUMBER[match[1][:3]], match[2])
+    if found is None:
+        return text
+    spelled = f"{found:%A} {found.day} {_MONTHS[found.month - 1]} {found.year}".lower()
+    return f"{text} {spelled}"
+
+
+def facets_of(metadata: Mapping[str, Any]) -> str:
+    """Words a memory gets from its metadata: who said it and when (DESIGN.md §8)."""
+    parts: list[str] = []
+    speaker = metadata.get("speaker")
+    if isinstance(speaker, str | int | float) and not isinstance(speaker, bool):
+        parts.append(str(speaker))
+    date = metadata.get("date")
+    if isinstance(date, str | int | float) and not isinstance(date, bool):
+        parts.append(date_words(str(date)))
+    return " ".join(parts)
+
+
+def _context_words(value: str) -> list[str]:
+    words = _WORD.findall(unicodedata.normalize("NFKC", value[:CONTEXT_CHARS]).lower())
+    return [word for word in words if word not in STOP_WORDS]
+
+
+def neighbour_contexts(values: Sequence[str], turns: int | None = None) -> list[str]:
+    """The context of each turn of one conversation, given all its values in store order.
+
+    A turn's context is the distinct searchable words of up to ``turns`` (default
+    :data:`CONTEXT_TURNS`) turns before and after it, each read to :data:`CONTEXT_CHARS`: the
+    question a short answer replies to, the reply a short question received. Distinct words
+    keep the index small (a turn's text is in up to ``2 * turns`` contexts) and measured as
+    well as the full text on RealMem (frac@10 turns 0.315 vs 0.314, facts 0.466 vs 0.468).
+    """
+    width = CONTEXT_TURNS if turns is None else turns
+    words = [_context_words(value) for value in values]
+    contexts: list[str] = []
+    for i in range(len(words)):
+        near = words[max(0, i - width) : i] + words[i + 1 : i + 1 + width]
+        contexts.append(" ".join(dict.fromkeys(word for turn in near for word in turn)))
+    return contexts

@@ -30,6 +30,7 @@ from sqlalchemy import (
     func,
     literal,
     literal_column,
+    null,
     or_,
     select,
     table,
@@ -37,6 +38,7 @@ from sqlalchemy import (
     true,
     type_coerce,
     union_all,
+    update,
 )
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.dialects.postgresql import JSONB
@@ -47,7 +49,7 @@ from sqlalchemy.sql import ClauseElement
 from sqlalchemy.sql.compiler import SQLCompiler
 from sqlalchemy.sql.expression import ColumnClause, ColumnElement
 
-from asyncmem.sql import filters
+from asyncmem.sql import filters, search
 from asyncmem.sql.models import FTS_TABLE, TSVECTOR_COLUMN, Memory, MemoryVersion, Setting
 
 __all__ = [
@@ -106,10 +108,19 @@ class Statements:
     forget_user: SQL
     history: SQL
     purge_expired: SQL
+    purge_expired_turns: SQL
     purge_expired_versions: SQL
     set_setting: SQL
     fts_optimize: SQL
     ping: SQL
+    turns_tail: SQL
+    turns_before: SQL
+    turns_from: SQL
+    turns_all: SQL
+    set_context: SQL
+    set_session: SQL
+    clear_session: SQL
+    lock_user: SQL | None
 
 
 def _entry_columns() -> tuple[Any, ...]:
@@ -159,7 +170,11 @@ def _clock(dialect_name: str) -> tuple[ColumnElement[float], ColumnElement[float
 
 
 def _on_conflict(statement: Any, updated_at: ColumnElement[float]) -> Any:
-    """Replace value and metadata, keep ``created_at`` unless the old memory had expired."""
+    """Replace value and metadata, keep ``created_at`` unless the old memory had expired.
+
+    ``session`` and ``context`` are left alone on purpose: RETURNING then gives the session
+    the row had, so the store sees a turn that moved conversation and fixes both.
+    """
     expired = and_(Memory.expires_at.is_not(None), Memory.expires_at <= updated_at)
     return statement.on_conflict_do_update(
         index_elements=[Memory.user_id, Memory.key],
@@ -171,6 +186,7 @@ def _on_conflict(statement: Any, updated_at: ColumnElement[float]) -> Any:
             ),
             Memory.updated_at: updated_at,
             Memory.expires_at: statement.excluded.expires_at,
+            Memory.facets: statement.excluded.facets,
         },
     )
 
@@ -195,9 +211,12 @@ def _upsert(dialect_name: str) -> ClauseElement:
         created_at=inserted_at,
         updated_at=inserted_at,
         expires_at=inserted_at + bindparam("ttl", type_=Double),
+        session=bindparam("session", type_=Text),
+        context=bindparam("context", type_=Text),
+        facets=bindparam("facets", type_=Text),
     )
     upsert: ClauseElement = _on_conflict(statement, updated_at).returning(
-        Memory.created_at, Memory.updated_at, Memory.expires_at
+        Memory.created_at, Memory.updated_at, Memory.expires_at, Memory.id, Memory.session
     )
     return upsert
 
@@ -205,7 +224,8 @@ def _upsert(dialect_name: str) -> ClauseElement:
 def _upsert_batch(dialect_name: str) -> ClauseElement:
     """Insert or replace many memories of one user in one statement, like :func:`_upsert`.
 
-    The ``items`` parameter is a JSON array of ``[key, value, metadata, ttl]`` arrays, so the
+    The ``items`` parameter is a JSON array of ``[key, value, metadata, ttl, session, facets]``
+    arrays (``context`` starts empty: the store fills it for turns), so the
     statement text is the same for any number of items. One statement, not ``executemany``,
     because SQLite flushes the FTS5 index at the end of every statement that writes it
     (through the sync trigger): per item, that was most of a batch's cost.
@@ -221,12 +241,14 @@ def _upsert_batch(dialect_name: str) -> ClauseElement:
             item.op("->>", return_type=Text)(literal_column("1")),
             item.op("->", return_type=JSONB)(literal_column("2")),
             cast(item.op("->>", return_type=Text)(literal_column("3")), Double),
+            item.op("->>", return_type=Text)(literal_column("4")),
+            item.op("->>", return_type=Text)(literal_column("5")),
         ]
     else:
         source = func.json_each(bindparam("items", type_=String())).table_valued("value")
         source = source.alias("item")
-        fields = [func.json_extract(source.c.value, literal_column(f"'$[{i}]'")) for i in range(4)]
-    key, value, metadata, ttl = fields
+        fields = [func.json_extract(source.c.value, literal_column(f"'$[{i}]'")) for i in range(6)]
+    key, value, metadata, ttl, session, facets = fields
     rows_select = select(
         bindparam("user_id", type_=String()),
         key,
@@ -235,6 +257,9 @@ def _upsert_batch(dialect_name: str) -> ClauseElement:
         inserted_at,
         inserted_at,
         inserted_at + ttl,
+        session,
+        literal(""),
+        facets,
     ).where(true())
     statement = insert(Memory).from_select(
         [
@@ -245,18 +270,31 @@ def _upsert_batch(dialect_name: str) -> ClauseElement:
             Memory.created_at,
             Memory.updated_at,
             Memory.expires_at,
+            Memory.session,
+            Memory.context,
+            Memory.facets,
         ],
         rows_select,
     )
     upsert: ClauseElement = _on_conflict(statement, updated_at).returning(
-        Memory.key, Memory.created_at, Memory.updated_at, Memory.expires_at
+        Memory.key,
+        Memory.created_at,
+        Memory.updated_at,
+        Memory.expires_at,
+        Memory.id,
+        Memory.session,
     )
     return upsert
 
 
 def _query(dialect_name: str, where: filters.Shape = ()) -> ClauseElement:
     """Live memories of one user matching a full-text expression (and the ``where`` filter),
-    best first, with a score."""
+    best first, with a score: the candidates of two-stage ranking (DESIGN.md §8).
+
+    A memory's own words weigh most, its speaker and date words less, its neighbour turns'
+    words least: FTS5 ``bm25`` column weights, ``ts_rank`` label weights (normalised by
+    length) on PostgreSQL. The weights are constants of :mod:`asyncmem.sql.search`.
+    """
     conditions = [_live(dialect_name), *filters.clauses(where, dialect_name)]
     if dialect_name == "postgresql":
         vector: ColumnClause[Any] = literal_column(f"{Memory.__tablename__}.{TSVECTOR_COLUMN}")
@@ -264,7 +302,9 @@ def _query(dialect_name: str, where: filters.Shape = ()) -> ClauseElement:
         tsquery = func.to_tsquery(
             literal_column("'english'::regconfig"), bindparam("match")
         ).column_valued("tsquery")
-        score = func.ts_rank_cd(vector, tsquery).label("score")
+        score = func.ts_rank(literal_column(search.ts_rank_weights()), vector, tsquery, 1).label(
+            "score"
+        )
         return (
             select(*_entry_columns(), score)
             .where(
@@ -275,7 +315,9 @@ def _query(dialect_name: str, where: filters.Shape = ()) -> ClauseElement:
         )
     fts = table(FTS_TABLE, column("rowid"))
     match: ColumnClause[Any] = literal_column(FTS_TABLE)
-    score = (-func.bm25(match)).label("score")
+    score = (
+        -func.bm25(match, *(literal_column(repr(float(w))) for w in search.bm25_weights()))
+    ).label("score")
     return (
         select(*_entry_columns(), score)
         .select_from(fts.join(Memory, Memory.id == fts.c.rowid))
@@ -346,6 +388,9 @@ def _history(dialect_name: str) -> ClauseElement:
     )
 
 
+_PG_CONVERSATION_LOCK = 0x616D6378
+"""PostgreSQL: the advisory lock class ("amcx") of one user's conversation upkeep."""
+
 _DIALECTS: dict[str, Dialect] = {
     "sqlite": sqlite_aiosqlite.dialect(),
     "postgresql": pg_asyncpg.dialect(),  # type: ignore[no-untyped-call]
@@ -380,6 +425,11 @@ def statements_for(dialect_name: str) -> Statements:
     # Deletes return (expires_at, now) and the caller compares them: SQLite 3.40 evaluates
     # an ``expires_at IS NULL`` in RETURNING wrongly on this table (plain columns are right).
     expiry = (Memory.expires_at, now.label("now"))
+    removed = (*expiry, Memory.id, Memory.session)
+    turn = (Memory.id, Memory.value, Memory.context)
+    same = (user, Memory.session == bindparam("session", type_=Text))
+    by_id = Memory.id == bindparam("id", type_=BigInteger)
+    reach = 2 * search.CONTEXT_TURNS
 
     def sql(statement: ClauseElement) -> SQL:
         return compile_sql(statement, dialect)
@@ -392,11 +442,16 @@ def statements_for(dialect_name: str) -> Statements:
         retrieve=sql(select(*_entry_columns()).where(*one, live)),
         query=filtered_statement(dialect_name, "query", ()),
         list_keys=filtered_statement(dialect_name, "list_keys", ()),
-        delete=sql(delete(Memory).where(*one).returning(*expiry)),
-        delete_many=sql(delete(Memory).where(user, _keys_param(dialect_name)).returning(*expiry)),
+        delete=sql(delete(Memory).where(*one).returning(*removed)),
+        delete_many=sql(delete(Memory).where(user, _keys_param(dialect_name)).returning(*removed)),
         forget_user=sql(delete(Memory).where(user).returning(*expiry)),
         history=sql(_history(dialect_name)),
-        purge_expired=sql(delete(Memory).where(Memory.expires_at <= now)),
+        purge_expired=sql(delete(Memory).where(Memory.expires_at <= now, Memory.session.is_(None))),
+        purge_expired_turns=sql(
+            delete(Memory)
+            .where(Memory.expires_at <= now, Memory.session.is_not(None))
+            .returning(Memory.user_id, Memory.id, Memory.session)
+        ),
         purge_expired_versions=sql(delete(MemoryVersion).where(MemoryVersion.expires_at <= now)),
         set_setting=sql(
             setting.on_conflict_do_update(
@@ -409,4 +464,43 @@ def statements_for(dialect_name: str) -> Statements:
             else text("SELECT 1")
         ),
         ping=sql(text("SELECT 1")),
+        turns_tail=sql(select(*turn).where(*same).order_by(Memory.id.desc()).limit(reach)),
+        turns_before=sql(
+            select(*turn)
+            .where(*same, Memory.id < bindparam("around", type_=BigInteger))
+            .order_by(Memory.id.desc())
+            .limit(reach)
+        ),
+        turns_from=sql(
+            select(*turn)
+            .where(*same, Memory.id >= bindparam("around", type_=BigInteger))
+            .order_by(Memory.id)
+            .limit(reach + 1)
+        ),
+        turns_all=sql(select(*turn).where(*same).order_by(Memory.id)),
+        set_context=sql(
+            update(Memory).where(by_id).values(context=bindparam("context", type_=Text))
+        ),
+        set_session=sql(
+            update(Memory)
+            .where(by_id)
+            .values(session=bindparam("new_session", type_=Text), context="")
+        ),
+        clear_session=sql(
+            update(Memory)
+            .where(by_id, Memory.session == bindparam("session", type_=Text))
+            .values(session=null(), context="")
+        ),
+        lock_user=(
+            sql(
+                select(
+                    func.pg_advisory_xact_lock(
+                        literal_column(str(_PG_CONVERSATION_LOCK)),
+                        func.hashtext(bindparam("user_id", type_=Text)),
+                    )
+                )
+            )
+            if dialect_name == "postgresql"
+            else None
+        ),
     )

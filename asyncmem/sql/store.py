@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import functools
 import json
 import math
 import re
 import time
-from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
+from collections.abc import AsyncIterator, Collection, Iterable, Mapping, Sequence
+from contextlib import asynccontextmanager
 from typing import Any
 
 from sqlalchemy import bindparam
@@ -35,11 +37,12 @@ from asyncmem.backend import (
     metadata_json,
 )
 from asyncmem.errors import AsyncmemError, InvalidInputError
-from asyncmem.sql import filters, migrate
+from asyncmem.sql import filters, migrate, search
 from asyncmem.sql.drivers import (
     Driver,
     PostgresDriver,
     SQLiteDriver,
+    Transaction,
     translate_errors,
     translated,
 )
@@ -51,7 +54,16 @@ from asyncmem.sql.engine import (
     sqlite_path,
 )
 from asyncmem.sql.models import Memory
-from asyncmem.sql.search import fts5_expression, query_terms, tsquery_expression
+from asyncmem.sql.search import (
+    candidate_count,
+    facets_of,
+    fts5_expression,
+    neighbour_contexts,
+    query_terms,
+    rerank,
+    session_of,
+    tsquery_expression,
+)
 from asyncmem.sql.statements import (
     _DIALECTS,
     SQL,
@@ -79,14 +91,16 @@ _dumps = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
 
 
 def _batch_chunks(items: list[BatchItem]) -> list[str]:
-    """The items as JSON arrays of ``[key, value, metadata, ttl]``, split by size."""
+    """The items as JSON arrays of ``[key, value, metadata, ttl, session, facets]``, split
+    by size."""
     chunks: list[str] = []
     parts: list[str] = []
     size = 0
     for item in items:
         ttl = "null" if item.ttl is None else repr(item.ttl)
         key_and_value = _dumps([item.key, item.value])
-        part = f"{key_and_value[:-1]},{item.metadata_text},{ttl}]"
+        extra = _dumps([session_of(item.metadata), facets_of(item.metadata)])
+        part = f"{key_and_value[:-1]},{item.metadata_text},{ttl},{extra[1:]}"
         if parts and size + len(part) > _BATCH_TEXT:
             chunks.append("[" + ",".join(parts) + "]")
             parts, size = [], 0
@@ -97,8 +111,8 @@ def _batch_chunks(items: list[BatchItem]) -> list[str]:
 
 
 def _live_count(rows: list[Any]) -> int:
-    """How many deleted rows (``expires_at``, ``now``) had not expired."""
-    return sum(1 for expires_at, now in rows if expires_at is None or expires_at > now)
+    """How many deleted rows (``expires_at``, ``now``, ...) had not expired."""
+    return sum(1 for row in rows if row[0] is None or row[0] > row[1])
 
 
 def _entry(row: Any, score: float | None = None) -> MemoryEntry:
@@ -116,8 +130,9 @@ class SQLBackend(BackendBase):
 
     SQLite: WAL with ``synchronous=NORMAL``. A returned write survives a crash of the process;
     a power loss may lose the last moments of writes but never corrupts the file. Each write is
-    one statement holding the write lock only while it runs; writers in other processes wait up
-    to ``busy_timeout`` seconds. ``readers`` connections serve reads next to the writer.
+    one statement holding the write lock only while it runs (a conversation turn's, one short
+    transaction that also updates its neighbours, DESIGN.md §8); writers in other processes
+    wait up to ``busy_timeout`` seconds. ``readers`` connections serve reads next to the writer.
 
     ``max_versions`` is how many versions of a memory :meth:`history` keeps, the current one
     included (default 10). It is kept in the database, because the triggers that keep the
@@ -290,16 +305,173 @@ class SQLBackend(BackendBase):
         check_value(value)
         clean, metadata_text = metadata_json(metadata)
         seconds = check_ttl(ttl)
-        args = self._sql.upsert.args(
-            user_id=user_id,
-            key=key,
-            value=value,
-            metadata=metadata_text,
-            now=self._now(),
-            ttl=seconds,
-        )
-        (row,) = await self._fetch("store", self._sql.upsert, args, write=True)
+        session = session_of(clean)
+        upsert = self._sql.upsert
+        values = {
+            "user_id": user_id,
+            "key": key,
+            "value": value,
+            "metadata": metadata_text,
+            "ttl": seconds,
+            "session": session,
+            "facets": facets_of(clean),
+        }
+        if session is None:
+            args = upsert.args(context="", now=self._now(), **values)
+            (row,) = await self._fetch("store", upsert, args, write=True)
+            if row[4] is not None:
+                async with self._upkeep("store", [user_id]) as transaction:
+                    await self._leave(transaction, user_id, row[3], row[4])
+        else:
+            async with self._upkeep("store", [user_id]) as transaction:
+                row = await self._store_turn(transaction, values)
         return MemoryEntry(user_id, key, value, clean, row[0], row[1], None, row[2])
+
+    async def _store_turn(self, transaction: Transaction, values: dict[str, Any]) -> Any:
+        """Upsert a conversation turn and keep its neighbours' contexts exact.
+
+        The common case, a new last turn, reads the conversation's last turns once, writes
+        the turn with its context and updates the previous turns whose context changed. A
+        turn stored again, or moved from another conversation, has the windows around it
+        (in the old and the new conversation) recomputed.
+        """
+        sql = self._sql
+        user_id, session = values["user_id"], values["session"]
+        tail = list(
+            reversed(
+                await transaction.fetch(
+                    sql.turns_tail, sql.turns_tail.args(user_id=user_id, session=session)
+                )
+            )
+        )
+        contexts = neighbour_contexts([turn[1] for turn in tail] + [values["value"]])
+        args = sql.upsert.args(context=contexts[-1], now=self._now(), **values)
+        (row,) = await transaction.fetch(sql.upsert, args)
+        row_id, old = row[3], row[4]
+        if old == session and (not tail or row_id > tail[-1][0]):
+            await self._write_contexts(transaction, tail, contexts, len(tail))
+            return row
+        if old != session:
+            await transaction.fetch(
+                sql.set_session, sql.set_session.args(id=row_id, new_session=session)
+            )
+            if old is not None:
+                await self._refresh(transaction, user_id, old, row_id)
+        await self._refresh(transaction, user_id, session, row_id)
+        return row
+
+    @asynccontextmanager
+    async def _upkeep(self, operation: str, users: Collection[str]) -> AsyncIterator[Transaction]:
+        """A write transaction for conversation upkeep (DESIGN.md §8).
+
+        On PostgreSQL it first takes one advisory lock per user (in a fixed order), before
+        any row lock: each upkeep then reads the turns the one before it committed, and no
+        two writes wait on each other's rows (upkeep updates rows other than the one written).
+        Writes of different users still run in parallel. SQLite serialises writers already.
+        """
+        await self._ready()
+        try:
+            async with self._driver.transaction() as transaction:
+                lock = self._sql.lock_user
+                if lock is not None:
+                    for user_id in sorted(set(users)):
+                        await transaction.fetch(lock, lock.args(user_id=user_id))
+                yield transaction
+        except Exception as exc:
+            error = translated(operation, exc)
+            if error is None or error is exc:
+                raise
+            raise error from exc
+
+    async def _write_contexts(
+        self,
+        transaction: Transaction,
+        rows: Sequence[Any],
+        contexts: list[str],
+        at: int | None,
+    ) -> None:
+        """Store the contexts of ``rows`` (id, value, context) that changed.
+
+        With ``at``, only rows up to :data:`~asyncmem.sql.search.CONTEXT_TURNS` from
+        position ``at``: the others were read for their words only; their own windows reach
+        past what was read.
+        """
+        if at is None:
+            near = range(len(rows))
+        else:
+            near = range(max(0, at - search.CONTEXT_TURNS), at + search.CONTEXT_TURNS + 1)
+        set_context = self._sql.set_context
+        changed = [
+            set_context.args(id=rows[i][0], context=contexts[i])
+            for i in near
+            if i < len(rows) and rows[i][2] != contexts[i]
+        ]
+        if changed:
+            await transaction.executemany(set_context, changed)
+
+    async def _refresh(
+        self, transaction: Transaction, user_id: str, session: str, around: int
+    ) -> None:
+        """Rewrite the contexts of the turns whose neighbours changed at row ``around``.
+
+        A change at ``around`` (stored, updated, deleted, moved in or out) alters the context
+        of the turns up to ``CONTEXT_TURNS`` away on each side; their contexts read up to
+        twice that far, so that window is read and only changed contexts are written.
+        """
+        sql = self._sql
+        window = {"user_id": user_id, "session": session, "around": around}
+        rows = list(
+            reversed(await transaction.fetch(sql.turns_before, sql.turns_before.args(**window)))
+        )
+        at = len(rows)
+        rows += await transaction.fetch(sql.turns_from, sql.turns_from.args(**window))
+        await self._write_contexts(transaction, rows, neighbour_contexts([r[1] for r in rows]), at)
+
+    async def _rewrite(self, transaction: Transaction, user_id: str, session: str) -> None:
+        """Recompute every turn's context of one conversation (after a batch wrote to it)."""
+        turns = self._sql.turns_all
+        rows = await transaction.fetch(turns, turns.args(user_id=user_id, session=session))
+        await self._write_contexts(
+            transaction, rows, neighbour_contexts([r[1] for r in rows]), None
+        )
+
+    async def _leave(
+        self, transaction: Transaction, user_id: str, row_id: int, session: str
+    ) -> None:
+        """A memory stored without a session left ``session``: clear it, mend the gap.
+
+        Runs after the store's own statement committed, so it clears the row's session only
+        if no other write has moved it since.
+        """
+        clear = self._sql.clear_session
+        await transaction.fetch(clear, clear.args(id=row_id, session=session))
+        await self._refresh(transaction, user_id, session, row_id)
+
+    async def _settle(
+        self, transaction: Transaction, changes: Iterable[tuple[str, int, Any, Any]]
+    ) -> None:
+        """After a batch: move rows whose session changed, recompute every touched session.
+
+        ``changes`` are (user_id, row id, session the row had, session it should have).
+        """
+        set_session = self._sql.set_session
+        touched: set[tuple[str, str]] = set()
+        for user_id, row_id, old, new in changes:
+            if old != new:
+                await transaction.fetch(set_session, set_session.args(id=row_id, new_session=new))
+            touched.update((user_id, s) for s in (old, new) if s is not None)
+        for user_id, session in sorted(touched):
+            await self._rewrite(transaction, user_id, session)
+
+    async def _mend(self, operation: str, removed: Iterable[tuple[str, int, Any]]) -> None:
+        """After a write outside a transaction removed memories (user_id, row id, session):
+        recompute the windows around the turns among them, so no context keeps their words."""
+        gaps = [(user_id, row_id, session) for user_id, row_id, session in removed if session]
+        if not gaps:
+            return
+        async with self._upkeep(operation, [user_id for user_id, _, _ in gaps]) as transaction:
+            for user_id, row_id, session in gaps:
+                await self._refresh(transaction, user_id, session, row_id)
 
     async def retrieve(self, user_id: str, key: str) -> MemoryEntry | None:
         check_id("user_id", user_id)
@@ -319,10 +491,13 @@ class SQLBackend(BackendBase):
         """Memories of ``user_id`` ranked by relevance to the question ``text``.
 
         The text is split into words; common function words are dropped and the rest OR-ed,
-        so memories that share more (and rarer) words with the question rank higher: FTS5
-        bm25 on SQLite, ``ts_rank_cd`` on PostgreSQL, both with English stemming. Text with
-        no searchable words returns ``[]``. ``where`` keeps only memories whose metadata
-        matches, in the same statement (see :mod:`asyncmem.sql.filters`).
+        Two stages (DESIGN.md §8): the database ranks candidates by the words they share with
+        the question, a memory's own words weighing most, its speaker and date words less and
+        its neighbour turns' words least (FTS5 bm25 on SQLite, length-normalised ``ts_rank``
+        on PostgreSQL, both with English stemming); then :func:`~asyncmem.sql.search.rerank`
+        orders them the same way on both. Text with no searchable words returns ``[]``.
+        ``where`` keeps only memories whose metadata matches, in the same statement (see
+        :mod:`asyncmem.sql.filters`).
         """
         check_id("user_id", user_id)
         check_text(text)
@@ -336,9 +511,24 @@ class SQLBackend(BackendBase):
             fts5_expression(terms) if self.dialect == "sqlite" else tsquery_expression(terms)
         )
         sql, bound = self._filter("query", conditions)
-        args = sql.args(match=expression, user_id=user_id, limit=limit, now=time.time(), **bound)
+        args = sql.args(
+            match=expression,
+            user_id=user_id,
+            limit=candidate_count(limit),
+            now=time.time(),
+            **bound,
+        )
         rows = await self._fetch("query", sql, args)
-        return [_entry(row, float(row[7])) for row in rows]
+        entries = [_entry(row, float(row[7])) for row in rows]
+        ranked = rerank(
+            terms,
+            [float(row[7]) for row in rows],
+            [entry.metadata for entry in entries],
+            limit,
+            values=[entry.value for entry in entries],
+            temporal=search.is_temporal(text),
+        )
+        return [dataclasses.replace(entries[i], score=score) for i, score in ranked]
 
     async def list_keys(
         self,
@@ -366,6 +556,7 @@ class SQLBackend(BackendBase):
         check_id("key", key)
         args = self._sql.delete.args(user_id=user_id, key=key, now=time.time())
         rows = await self._fetch("delete", self._sql.delete, args, write=True)
+        await self._mend("delete", [(user_id, row[2], row[3]) for row in rows])
         return _live_count(rows) > 0
 
     async def forget_user(self, user_id: str) -> int:
@@ -431,7 +622,8 @@ class SQLBackend(BackendBase):
         Every item is checked before anything is written; then one transaction upserts them
         all in one statement that returns their timestamps (a batch larger than
         ``_BATCH_TEXT`` characters of JSON is split into statements of one transaction).
-        Keys must be distinct.
+        Keys must be distinct. With conversation turns among them (``metadata.session``) the
+        same transaction then recomputes the context of every conversation the batch touched.
         """
         check_id("user_id", user_id)
         checked = check_items(items)
@@ -442,7 +634,16 @@ class SQLBackend(BackendBase):
         chunks = _batch_chunks(checked)
         now = self._now()
         stored: list[Any] = []
-        if len(chunks) == 1:
+        sessions = {item.key: session_of(item.metadata) for item in checked}
+        if any(session is not None for session in sessions.values()):
+            async with self._upkeep("store_many", [user_id]) as transaction:
+                for chunk in chunks:
+                    args = upsert.args(user_id=user_id, items=chunk, now=now)
+                    stored.extend(await transaction.fetch(upsert, args))
+                await self._settle(
+                    transaction, [(user_id, r[4], r[5], sessions[r[0]]) for r in stored]
+                )
+        elif len(chunks) == 1:
             args = upsert.args(user_id=user_id, items=chunks[0], now=now)
             stored = await self._fetch("store_many", upsert, args, write=True)
         else:
@@ -457,6 +658,11 @@ class SQLBackend(BackendBase):
                 if error is None or error is exc:
                     raise
                 raise error from exc
+        left = [(user_id, r[4], r[5], None) for r in stored if r[5] is not None]
+        if left and all(session is None for session in sessions.values()):
+            async with self._upkeep("store_many", [user_id]) as transaction:
+                for _, row_id, old, _ in left:
+                    await self._leave(transaction, user_id, row_id, old)
         times = {row[0]: (row[1], row[2], row[3]) for row in stored}
         return [
             MemoryEntry(
@@ -485,16 +691,22 @@ class SQLBackend(BackendBase):
         sql = self._sql.delete_many
         args = sql.args(user_id=user_id, keys=self._keys_arg(checked), now=time.time())
         rows = await self._fetch("delete_many", sql, args, write=True)
+        await self._mend("delete_many", [(user_id, row[2], row[3]) for row in rows])
         return _live_count(rows)
 
     async def purge_expired(self) -> int:
         """Delete expired memories (and expired versions); return how many memories went.
 
-        Not needed for correctness (reads already hide them); it reclaims space.
+        Not needed for correctness (reads already hide them); it reclaims space, and takes
+        purged turns out of their neighbours' contexts.
         """
         now = time.time()
         purge = self._sql.purge_expired
         count = await self._execute("purge_expired", purge, purge.args(now=now))
+        turns = self._sql.purge_expired_turns
+        gone = await self._fetch("purge_expired", turns, turns.args(now=now), write=True)
+        await self._mend("purge_expired", [(row[0], row[1], row[2]) for row in gone])
+        count += len(gone)
         versions = self._sql.purge_expired_versions
         await self._execute("purge_expired", versions, versions.args(now=now))
         return count
@@ -513,16 +725,19 @@ class SQLBackend(BackendBase):
         for entry in entries:
             user_id = check_id("user_id", entry.user_id)
             key = check_id("key", entry.key)
+            clean, metadata_text = metadata_json(entry.metadata)
             rows[(user_id, key)] = (
                 user_id,
                 key,
                 check_value(entry.value),
-                metadata_json(entry.metadata)[1],
+                metadata_text,
                 _check_timestamp("created_at", entry.created_at),
                 _check_timestamp("updated_at", entry.updated_at),
                 None
                 if entry.expires_at is None
                 else _check_timestamp("expires_at", entry.expires_at),
+                session_of(clean),
+                facets_of(clean),
             )
         if len(rows) > MAX_IMPORT_BATCH:
             raise InvalidInputError(f"import at most {MAX_IMPORT_BATCH} memories a call")
@@ -535,7 +750,21 @@ class SQLBackend(BackendBase):
             for n, row in enumerate(rows.values())
             for field, value in zip(_IMPORT_FIELDS, row, strict=True)
         }
-        await self._execute("import_entries", sql, sql.args(**named))
+        sessions = {(row[0], row[1]): row[7] for row in rows.values()}
+        users = {row[0] for row in rows.values()}
+        if any(session is not None for session in sessions.values()):
+            async with self._upkeep("import_entries", users) as transaction:
+                written = await transaction.fetch(sql, sql.args(**named))
+                await self._settle(
+                    transaction, [(u, i, old, sessions[u, k]) for u, k, i, old in written]
+                )
+            return len(rows)
+        written = await self._fetch("import_entries", sql, sql.args(**named), write=True)
+        left = [(u, i, old) for u, _, i, old in written if old is not None]
+        if left:
+            async with self._upkeep("import_entries", users) as transaction:
+                for user_id, row_id, old in left:
+                    await self._leave(transaction, user_id, row_id, old)
         return len(rows)
 
 
@@ -547,6 +776,8 @@ _IMPORT_FIELDS = (
     "created_at",
     "updated_at",
     "expires_at",
+    "session",
+    "facets",
 )
 MAX_IMPORT_BATCH = 1000
 """Most memories one :meth:`SQLBackend.import_entries` call takes (one statement's worth)."""
@@ -560,7 +791,11 @@ def _check_timestamp(what: str, value: object) -> float:
 
 @functools.lru_cache(maxsize=8)
 def _import_sql(dialect_name: str, count: int) -> SQL:
-    """One statement upserting ``count`` memories with the timestamps given, in that order."""
+    """One statement upserting ``count`` memories with the timestamps given, in that order.
+
+    Like every upsert it leaves ``session`` and ``context`` of an existing row alone and
+    returns the session the row had (see ``_on_conflict`` in :mod:`asyncmem.sql.statements`).
+    """
     values: list[dict[str, Any]] = [
         {name: bindparam(f"{name}_{n}") for name in _IMPORT_FIELDS} for n in range(count)
     ]
@@ -574,6 +809,7 @@ def _import_sql(dialect_name: str, count: int) -> SQL:
             Memory.created_at: statement.excluded.created_at,
             Memory.updated_at: statement.excluded.updated_at,
             Memory.expires_at: statement.excluded.expires_at,
+            Memory.facets: statement.excluded.facets,
         },
-    )
+    ).returning(Memory.user_id, Memory.key, Memory.id, Memory.session)
     return compile_sql(upsert, _DIALECTS[dialect_name])

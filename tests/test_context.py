@@ -1,0 +1,217 @@
+"""Conversation turns: neighbour context, speaker and date words, kept right through every write."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from sqlalchemy import select
+
+from asyncmem import MemoryEntry, SQLBackend
+from asyncmem.sql.models import Memory
+from asyncmem.sql.search import facets_of, neighbour_contexts, session_of
+from asyncmem.sql.statements import _DIALECTS, compile_sql
+from tests.backends import BACKEND_FACTORIES
+
+SQL_BACKENDS = [name for name in ("sqlite", "postgresql") if name in BACKEND_FACTORIES]
+
+
+@pytest.fixture(params=SQL_BACKENDS)
+async def sql(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[SQLBackend]:
+    async with BACKEND_FACTORIES[request.param](tmp_path) as opened:
+        assert isinstance(opened, SQLBackend)
+        yield opened
+
+
+@dataclass(frozen=True)
+class Row:
+    id: int
+    user_id: str
+    key: str
+    value: str
+    session: str | None
+    context: str
+
+
+async def _rows(backend: SQLBackend) -> list[Any]:
+    statement = select(
+        Memory.id, Memory.user_id, Memory.key, Memory.value, Memory.session, Memory.context
+    ).order_by(Memory.id)
+    rows = await backend._driver.fetch(compile_sql(statement, _DIALECTS[backend.dialect]), ())
+    return [Row(*row) for row in rows]
+
+
+def _expected_contexts(rows: list[Any]) -> dict[str, str]:
+    """Every row's context computed from scratch: what the incremental upkeep must equal."""
+    conversations: dict[tuple[str, str], list[Any]] = {}
+    for row in rows:
+        if row.session is not None:
+            conversations.setdefault((row.user_id, row.session), []).append(row)
+    expected = {f"{row.user_id}/{row.key}": "" for row in rows}
+    for turns in conversations.values():
+        for row, context in zip(turns, neighbour_contexts([t.value for t in turns]), strict=True):
+            expected[f"{row.user_id}/{row.key}"] = context
+    return expected
+
+
+async def _check_contexts(backend: SQLBackend) -> None:
+    rows = await _rows(backend)
+    actual = {f"{row.user_id}/{row.key}": row.context for row in rows}
+    assert actual == _expected_contexts(rows)
+
+
+async def test_an_answer_is_found_through_the_question_before_it(sql: SQLBackend) -> None:
+    turns = [
+        ("t1", "Did you adopt anything from the shelter last weekend?"),
+        ("t2", "Yes, a puppy!"),
+        ("t3", "I also repainted the kitchen a pale green."),
+    ]
+    for key, value in turns:
+        await sql.store("alice", key, value, {"session": "s1"})
+    await sql.store("alice", "other", "My sister lives in Toronto.")
+    keys = [hit.key for hit in await sql.query("alice", "What did I adopt from the shelter?")]
+    assert keys[0] == "t1"
+    assert "t2" in keys
+    assert "other" not in keys
+
+
+async def test_context_follows_updates_deletes_and_moves(sql: SQLBackend) -> None:
+    for i in range(6):
+        await sql.store("alice", f"t{i}", f"turn {i} word{i}", {"session": "a"})
+    await _check_contexts(sql)
+    await sql.store("alice", "t2", "turn 2 rewritten", {"session": "a"})
+    await _check_contexts(sql)
+    assert await sql.delete("alice", "t3")
+    await _check_contexts(sql)
+    await sql.store("alice", "t1", "turn 1 moved", {"session": "b"})
+    await _check_contexts(sql)
+    await sql.store("alice", "t4", "turn 4 plain now")
+    await _check_contexts(sql)
+    keys = [hit.key for hit in await sql.query("alice", "word3")]
+    assert keys == []
+
+
+async def test_context_never_crosses_users_or_sessions(sql: SQLBackend) -> None:
+    await sql.store("alice", "a1", "alpaca farming", {"session": 1})
+    await sql.store("bob", "b1", "bobsleigh racing", {"session": 1})
+    await sql.store("alice", "a2", "a short reply", {"session": "1"})
+    await sql.store("alice", "a3", "another reply", {"session": 1})
+    await _check_contexts(sql)
+    assert [hit.key for hit in await sql.query("bob", "alpaca")] == []
+    assert [hit.key for hit in await sql.query("alice", "bobsleigh")] == []
+    assert "a2" not in [hit.key for hit in await sql.query("alice", "alpaca")]
+    assert "a3" in [hit.key for hit in await sql.query("alice", "alpaca")]
+
+
+async def test_random_writes_keep_every_context_exact(sql: SQLBackend) -> None:
+    rng = random.Random(11)
+    users, sessions = ["alice", "bob"], ["x", "y", None]
+    for step in range(120):
+        user, key = rng.choice(users), f"k{rng.randrange(15)}"
+        if rng.random() < 0.2:
+            await sql.delete(user, key)
+        else:
+            session = rng.choice(sessions)
+            metadata = {} if session is None else {"session": session}
+            await sql.store(user, key, f"value {step} w{rng.randrange(50)}", metadata)
+    await _check_contexts(sql)
+    await sql.forget_user("bob")
+    await _check_contexts(sql)
+
+
+async def test_concurrent_turns_of_one_conversation_keep_contexts_exact(sql: SQLBackend) -> None:
+    await asyncio.gather(
+        *(sql.store("alice", f"t{i}", f"turn {i}", {"session": "s"}) for i in range(24)),
+        *(sql.delete("alice", f"t{i}") for i in range(0, 24, 5)),
+        *(sql.store("alice", f"t{i}", f"moved {i}", {"session": "z"}) for i in range(1, 24, 7)),
+    )
+    await _check_contexts(sql)
+
+
+async def test_speaker_and_date_words_are_searchable(sql: SQLBackend) -> None:
+    await sql.store(
+        "alice",
+        "t1",
+        "We finally booked the flights.",
+        {"session": "s", "speaker": "Melanie Ortiz", "date": "1:56 pm on 8 May, 2023"},
+    )
+    await sql.store(
+        "alice", "t2", "The flights were cheap.", {"session": "t", "date": "2023-06-01"}
+    )
+    assert (await sql.query("alice", "flights in May"))[0].key == "t1"
+    assert (await sql.query("alice", "flights in June"))[0].key == "t2"
+    assert [hit.key for hit in await sql.query("alice", "What did Melanie say?")] == ["t1"]
+    assert [hit.key for hit in await sql.query("alice", "Ortiz")] == ["t1"]
+
+
+def test_facets_and_sessions_from_metadata() -> None:
+    assert facets_of({"speaker": "Ann", "date": "2023-05-08"}) == (
+        "Ann 2023-05-08 monday 8 may 2023"
+    )
+    assert facets_of({"speaker": True, "date": ["2023-05-08"]}) == ""
+    assert session_of({"session": 7}) == "7"
+
+
+async def test_batches_keep_every_context_exact(sql: SQLBackend) -> None:
+    await sql.store("alice", "t0", "first words", {"session": "a"})
+    await sql.store("alice", "p", "a plain fact")
+    await sql.store_many(
+        "alice",
+        [
+            {"key": "t1", "value": "second words", "metadata": {"session": "a"}},
+            {"key": "t0", "value": "first rewritten", "metadata": {"session": "b"}},
+            {"key": "p", "value": "now a turn", "metadata": {"session": "a"}},
+            {"key": "t2", "value": "third words", "metadata": {"session": "a"}},
+        ],
+    )
+    await _check_contexts(sql)
+    await sql.store_many("alice", [{"key": "t1", "value": "left the chat"}])
+    await _check_contexts(sql)
+    assert await sql.delete_many("alice", ["t2", "p"]) == 2
+    await _check_contexts(sql)
+    await sql.import_entries(
+        [
+            MemoryEntry("bob", "i0", "imported one", {"session": 1}, 1.0, 1.0),
+            MemoryEntry("bob", "i1", "imported two", {"session": 1}, 2.0, 2.0),
+            MemoryEntry("alice", "t0", "back in a", {"session": "a"}, 3.0, 3.0),
+        ]
+    )
+    await _check_contexts(sql)
+    await sql.import_entries([MemoryEntry("bob", "i0", "plain now", {}, 4.0, 4.0)])
+    await _check_contexts(sql)
+
+
+async def test_a_neighbour_arriving_is_not_a_new_version(sql: SQLBackend) -> None:
+    await sql.store("alice", "t1", "Did you adopt anything?", {"session": "s"})
+    for i in range(2, 6):
+        await sql.store("alice", f"t{i}", f"reply {i}", {"session": "s"})
+    assert [entry.value for entry in await sql.history("alice", "t1")] == [
+        "Did you adopt anything?"
+    ]
+    await sql.store("alice", "t1", "Did you adopt a cat?", {"session": "s"})
+    assert len(await sql.history("alice", "t1")) == 2
+
+
+async def test_filters_and_expiry_apply_to_ranked_turns(sql: SQLBackend) -> None:
+    await sql.store("alice", "t1", "Did you adopt anything?", {"session": "s", "tag": "x"})
+    await sql.store("alice", "t2", "Yes, a puppy!", {"session": "s", "tag": "y"})
+    await sql.store("alice", "t3", "adopt adopt", {"session": "s", "tag": "y"}, ttl=0.001)
+    await asyncio.sleep(0.01)
+    keys = [hit.key for hit in await sql.query("alice", "adopt", where={"tag": "y"})]
+    assert keys == ["t2"]
+
+
+async def test_purged_turns_leave_their_neighbours_contexts(sql: SQLBackend) -> None:
+    await sql.store("alice", "t1", "first turn", {"session": "s"})
+    await sql.store("alice", "t2", "zebra crossing", {"session": "s"}, ttl=0.001)
+    await sql.store("alice", "t3", "third turn", {"session": "s"})
+    await sql.store("alice", "p", "a plain fact", ttl=0.001)
+    await asyncio.sleep(0.01)
+    assert await sql.purge_expired() == 2
+    await _check_contexts(sql)
+    assert await sql.query("alice", "zebra") == []

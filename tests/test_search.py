@@ -1,0 +1,126 @@
+"""The pure half of ranking: question text → terms, and the re-rank of database candidates."""
+
+from __future__ import annotations
+
+import pytest
+
+from asyncmem.sql import search
+from asyncmem.sql.search import candidate_count, rerank, session_of
+
+
+def test_candidate_count_is_bounded() -> None:
+    assert candidate_count(10) == 10 * search.CANDIDATE_FACTOR
+    assert candidate_count(1) == search.CANDIDATE_FACTOR
+    assert candidate_count(10_000) == 10_000
+    assert candidate_count(search.MAX_CANDIDATES) == search.MAX_CANDIDATES
+
+
+def test_session_of_tells_json_scalars_apart() -> None:
+    assert session_of({"session": 1}) == "1"
+    assert session_of({"session": "1"}) == '"1"'
+    assert session_of({"session": True}) == "true"
+    assert session_of({"session": "d\u00e9j\u00e0"}) == '"d\u00e9j\u00e0"'
+    assert session_of({"session": None}) is None
+    assert session_of({"session": {"id": 1}}) is None
+    assert session_of({"session": [1]}) is None
+    assert session_of({}) is None
+
+
+def test_rerank_of_nothing_is_nothing() -> None:
+    assert rerank(["cat"], [], [], 10) == []
+
+
+def test_rerank_without_metadata_keeps_the_database_order() -> None:
+    ranked = rerank(["cat"], [3.0, 5.0, 5.0, 1.0], [{}, {}, {}, {}], 3)
+    assert [i for i, _ in ranked] == [1, 2, 0]
+    scores = [score for _, score in ranked]
+    assert scores == sorted(scores, reverse=True)
+    assert scores[0] == pytest.approx(1.0)
+
+
+def test_rerank_does_not_depend_on_the_score_scale() -> None:
+    """bm25 and ts_rank_cd differ in scale by orders of magnitude: the order must not."""
+    metadata = [{"session": "a"}, {"session": "b"}, {"session": "a"}, {}, {"session": "b"}]
+    scores = [4.0, 3.5, 1.0, 3.9, 0.5]
+    small = [score / 1000 for score in scores]
+    assert [i for i, _ in rerank([], scores, metadata, 5)] == [
+        i for i, _ in rerank([], small, metadata, 5)
+    ]
+
+
+def test_rerank_lifts_turns_of_the_best_matching_session() -> None:
+    metadata = [{"session": "s1"}, {"session": "s2"}, {"session": "s1"}]
+    ranked = rerank(["cat"], [10.0, 6.0, 5.0], metadata, 3)
+    assert [i for i, _ in ranked] == [0, 2, 1]
+
+
+def test_rerank_treats_unlike_sessions_apart() -> None:
+    metadata = [{"session": 1}, {"session": "1"}, {"session": 1}]
+    ranked = rerank(["cat"], [10.0, 6.0, 5.9], metadata, 3)
+    assert [i for i, _ in ranked] == [0, 2, 1]
+
+
+def test_rerank_with_zero_scores_keeps_the_order() -> None:
+    ranked = rerank(["cat"], [0.0, 0.0], [{"session": "a"}, {}], 2)
+    assert [i for i, _ in ranked] == [0, 1]
+
+
+@pytest.mark.parametrize(
+    ("text", "words"),
+    [
+        ("2023-05-08", "monday 8 may 2023"),
+        ("2023/5/8", "monday 8 may 2023"),
+        ("8 May 2023", "monday 8 may 2023"),
+        ("8th May, 2023", "monday 8 may 2023"),
+        ("May 8, 2023", "monday 8 may 2023"),
+        ("1:56 pm on 8 May, 2023", "monday 8 may 2023"),
+        ("2025-12-20 (Saturday)", "saturday 20 december 2025"),
+        ("Sept 3 2021", "friday 3 september 2021"),
+        ("2023-05-08T10:00:00+02:00", "monday 8 may 2023"),
+    ],
+)
+def test_date_words_spell_out_dates(text: str, words: str) -> None:
+    assert search.date_words(text) == f"{text} {words}"
+
+
+@pytest.mark.parametrize("text", ["yesterday", "2023-02-30", "13/13/2023", "", "May 2023"])
+def test_date_words_leave_other_text_alone(text: str) -> None:
+    assert search.date_words(text) == text
+
+
+def test_neighbour_contexts_read_both_sides_and_clip() -> None:
+    assert search.neighbour_contexts([]) == []
+    assert search.neighbour_contexts(["only"]) == [""]
+    long = "x" * (search.CONTEXT_CHARS + 10)
+    assert search.neighbour_contexts([long, "b"], turns=1)[1] == "x" * search.CONTEXT_CHARS
+
+
+def test_rerank_favours_the_speaker_the_question_names() -> None:
+    metadata = [{"speaker": "Tom"}, {"speaker": "Priya Shah"}, {"speaker": "Tom"}]
+    assert [i for i, _ in rerank(["shah", "bike"], [10.0, 9.0, 8.0], metadata, 3)] == [1, 0, 2]
+    assert [i for i, _ in rerank(["bike"], [10.0, 9.0, 8.0], metadata, 3)] == [0, 1, 2]
+    odd = [{"speaker": 7}, {"speaker": None}, {}]
+    assert [i for i, _ in rerank(["7"], [3.0, 2.0, 1.0], odd, 3)] == [0, 1, 2]
+
+
+@pytest.mark.parametrize(
+    ("question", "temporal"),
+    [
+        ("When did Hannah adopt the puppy?", True),
+        ("How long was the trip to Lisbon?", True),
+        ("what year did we move", True),
+        ("What did Tom say about the bike?", False),
+        ("whenever", False),
+    ],
+)
+def test_is_temporal(question: str, temporal: bool) -> None:
+    assert search.is_temporal(question) is temporal
+
+
+def test_rerank_favours_times_on_when_questions() -> None:
+    values = ["We adopted a puppy.", "We adopted him last Saturday.", "Puppies are cute."]
+    scores, metadata = [10.0, 9.0, 8.0], [{}, {}, {}]
+    plain = rerank(["adopt"], scores, metadata, 3, values=values)
+    when = rerank(["adopt"], scores, metadata, 3, values=values, temporal=True)
+    assert [i for i, _ in plain] == [0, 1, 2]
+    assert [i for i, _ in when] == [1, 0, 2]
