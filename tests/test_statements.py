@@ -106,6 +106,13 @@ def test_statements_are_compiled_once() -> None:
         ("NEAR(a b) OR c*", ["near", "b", "c"]),
         ("\x00\ud800", []),
         ("100% of 2_000", ["100", "2", "000"]),
+        ("मेरी बिल्ली का नाम?", ["मेरी", "बिल्ली", "का", "नाम"]),
+        ("என் பூனை", ["என்", "பூனை"]),
+        ("ذهبتُ إلى المدرسةِ", ["ذهبتُ", "إلى", "المدرسةِ"]),
+        ("İSTANBUL'a İzmir", ["istanbul", "izmir"]),
+        ("\u0301cat \u20dd", ["cat"]),
+        ("cat\ufe0f ❤️ 1\ufe0f", ["cat", "1"]),
+        ("🐈 🎹 ✨ — … ¿? «»", []),
     ],
 )
 def test_query_terms(text: str, terms: list[str]) -> None:

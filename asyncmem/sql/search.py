@@ -19,7 +19,7 @@ import datetime as dt
 import json
 import re
 import unicodedata
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 __all__ = [
@@ -66,14 +66,53 @@ STOP_WORDS = frozenset(
 """Small on purpose: larger lists measured no better (DESIGN.md §8)."""
 
 _WORD = re.compile(r"[^\W_]+")
+_FIRST_MARK = "\u0300"
+"""No combining mark comes before U+0300: a cheap test before ``unicodedata.category``."""
+
+
+def _words(text: str) -> Iterator[str]:
+    """The words of ``text``: letters and digits with the combining marks inside and after them.
+
+    Python's ``\\w`` leaves out combining marks, which would cut "बिल्ली" (Hindi), "பூனை"
+    (Tamil) or a vowelled Arabic word into pieces that PostgreSQL's parser never makes, so a
+    question could not find the very words it quotes. FTS5 drops or splits at the marks
+    itself, the same way for the quoted term as for the indexed text.
+    """
+    word, end = "", -1
+    for match in _WORD.finditer(text):
+        if match.start() == end:
+            word += match.group()
+        else:
+            if word:
+                yield word
+            word = match.group()
+        end = match.end()
+        while (
+            end < len(text)
+            and text[end] >= _FIRST_MARK
+            and unicodedata.category(text[end]).startswith("M")
+        ):
+            end += 1
+        word += text[match.end() : end]
+    if word:
+        yield word
+
+
+_INVISIBLE = re.compile("[\ufe00-\ufe0f\u180b-\u180d\u180f\U000e0100-\U000e01ef]")
+"""Variation selectors: marks by category, but they only pick a glyph ("❤️", "cat️")."""
 
 
 def query_terms(text: str) -> list[str]:
-    """Distinct lower-cased words of ``text`` that are worth searching for, in order."""
+    """Distinct lower-cased words of ``text`` that are worth searching for, in order.
+
+    Variation selectors are dropped, and so is the combining dot that lower-casing "İ" adds,
+    which no index keeps.
+    """
     terms: list[str] = []
     seen: set[str] = set()
-    for match in _WORD.finditer(unicodedata.normalize("NFKC", text).lower()):
-        word = match.group()
+    lowered = unicodedata.normalize("NFKC", text).lower().replace("i\u0307", "i")
+    lowered = _INVISIBLE.sub("", lowered)
+    for word in _words(lowered):
         if word in STOP_WORDS or word in seen:
             continue
         seen.add(word)
