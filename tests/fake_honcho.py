@@ -38,6 +38,7 @@ import os
 import re
 import threading
 import time
+import unicodedata
 import uuid
 from collections import deque
 from collections.abc import AsyncIterator, Callable
@@ -50,7 +51,7 @@ import httpx
 
 ID = re.compile(r"^[A-Za-z0-9_-]{1,512}$")
 MAX_MESSAGE_CHARS = 25_000
-WORD = re.compile(r"[^\W_]+")
+MAX_WORD_BYTES = 2047
 
 
 class Problem(Exception):
@@ -120,9 +121,31 @@ def _stem(word: str) -> str:
     return word
 
 
+def _lower(text: str) -> str:
+    """PostgreSQL's ``lower``: "İ" is "i", not "i" and a combining dot."""
+    return text.lower().replace("i\u0307", "i")
+
+
+def _words(text: str) -> list[str]:
+    """PostgreSQL's parser: letters and digits with their combining marks make a word."""
+    words, word = [], ""
+    for char in text:
+        if char.isalnum() or (word and unicodedata.category(char).startswith("M")):
+            word += char
+        elif word:
+            words.append(word)
+            word = ""
+    return [*words, word] if word else words
+
+
 def _lexemes(text: str) -> list[str]:
-    """``to_tsvector('english', text)``: stemmed words, stop words dropped."""
-    return [_stem(w) for w in WORD.findall(text.lower()) if w not in STOP_WORDS]
+    """``to_tsvector('english', text)``: stemmed words, stop words and words over 2047 bytes
+    dropped."""
+    return [
+        _stem(w)
+        for w in _words(_lower(text))
+        if w not in STOP_WORDS and len(w.encode()) <= MAX_WORD_BYTES
+    ]
 
 
 @dataclass
@@ -451,7 +474,7 @@ class FakeHoncho:
         # any punctuation is an ILIKE substring match, newest first; otherwise
         # plainto_tsquery('english', query), which needs every word, ranked by ts_rank then
         # newest first, or-ed with the ILIKE match. The server fetches 2 x limit and cuts.
-        needle = query.lower()
+        needle = _lower(query)
         wanted = set(_lexemes(query))
         special = bool(SPECIAL.search(query))
         scored = []
@@ -467,7 +490,7 @@ class FakeHoncho:
             if not self._matches(body.get("filters"), row):
                 continue
             have = _lexemes(m.content)
-            substring = needle in m.content.lower()
+            substring = needle in _lower(m.content)
             fts = not special and bool(wanted) and wanted <= set(have)
             if not (substring or fts):
                 continue
