@@ -2,8 +2,9 @@
 
 A question is data, never syntax: it is split into words (Unicode letters and digits), common
 English function words are dropped, and each remaining word is quoted so that FTS5 or
-``to_tsquery`` sees a plain term. Terms are OR-ed: the database's ranking (bm25 /
-``ts_rank``) rewards memories that match more of them and rarer ones.
+``to_tsquery`` sees a plain term. Terms are OR-ed: the database's BM25 ranking (FTS5's
+``bm25()``, or the same formula on PostgreSQL) rewards memories that match more of them and
+rarer ones.
 
 Ranking is two stages (DESIGN.md §8): the database returns :func:`candidate_count` candidates
 and :func:`rerank` orders them, the same on SQLite and PostgreSQL. What ranking needs from
@@ -23,6 +24,8 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 __all__ = [
+    "BM25_B",
+    "BM25_K1",
     "CANDIDATE_FACTOR",
     "CONTEXT_CHARS",
     "CONTEXT_TURNS",
@@ -159,8 +162,17 @@ def bm25_weights() -> tuple[float, float, float, float]:
     return (1.0, 1.0, CONTEXT_WEIGHT, FACET_WEIGHT)
 
 
+BM25_K1 = 1.2
+"""BM25's term-frequency saturation on PostgreSQL: FTS5's ``bm25()`` constant, so both agree."""
+BM25_B = 0.75
+"""BM25's length normalisation on PostgreSQL: FTS5's ``bm25()`` constant, so both agree.
+
+DESIGN.md §8 saw b ≈ 0.3 best on short chat turns; on RealMem (PostgreSQL, frac@10 turns /
+facts) 0.5 → 0.287 / 0.470, 0.75 → 0.299 / 0.466, 0.9 → 0.304 / 0.460: FTS5's value kept."""
+
+
 def ts_rank_weights() -> str:
-    """PostgreSQL ``ts_rank`` weights {D, C, B, A}: context is 'C', facets 'B', the rest 'A'.
+    """PostgreSQL ``ts_rank_cd`` weights {D, C, B, A}: context 'C', facets 'B', the rest 'A'.
 
     A ``float4[]`` literal made of the constants above, never of input.
     """
@@ -235,7 +247,7 @@ def rerank(
     """Order the database's candidates: ``(index into the candidates, final score)``, best first.
 
     Stage two of ranking (DESIGN.md §8), the same for SQLite and PostgreSQL: ``scores`` are the
-    database's relevance (higher is better, bm25 or ``ts_rank``, any scale), ``metadata``
+    database's relevance (higher is better, BM25 of either dialect, any scale), ``metadata``
     each candidate's. Scores are divided by the best one, so every constant below means the
     same on both dialects. Ties keep the database's order.
     """

@@ -19,6 +19,7 @@ from sqlalchemy import (
     ARRAY,
     BigInteger,
     Double,
+    Integer,
     String,
     Text,
     and_,
@@ -287,32 +288,19 @@ def _upsert_batch(dialect_name: str) -> ClauseElement:
     return upsert
 
 
-def _query(dialect_name: str, where: filters.Shape = ()) -> ClauseElement:
+def _query(dialect_name: str, where: filters.Shape = (), terms: int = 0) -> ClauseElement:
     """Live memories of one user matching a full-text expression (and the ``where`` filter),
     best first, with a score: the candidates of two-stage ranking (DESIGN.md §8).
 
     A memory's own words weigh most, its speaker and date words less, its neighbour turns'
-    words least: FTS5 ``bm25`` column weights, ``ts_rank`` label weights (normalised by
-    length) on PostgreSQL. The weights are constants of :mod:`asyncmem.sql.search`.
+    words least (the weights are constants of :mod:`asyncmem.sql.search`). SQLite scores
+    with FTS5's ``bm25()``; PostgreSQL computes the same BM25 formula (see :func:`_pg_bm25`)
+    over ``terms`` per-word queries, since its own ``ts_rank`` has no inverse document
+    frequency.
     """
     conditions = [_live(dialect_name), *filters.clauses(where, dialect_name)]
     if dialect_name == "postgresql":
-        vector: ColumnClause[Any] = literal_column(f"{Memory.__tablename__}.{TSVECTOR_COLUMN}")
-        # A FROM item, so the query text is parsed once per statement, not once per row.
-        tsquery = func.to_tsquery(
-            literal_column("'english'::regconfig"), bindparam("match")
-        ).column_valued("tsquery")
-        score = func.ts_rank(literal_column(search.ts_rank_weights()), vector, tsquery, 1).label(
-            "score"
-        )
-        return (
-            select(*_entry_columns(), score)
-            .where(
-                vector.bool_op("@@")(tsquery), Memory.user_id == bindparam("user_id"), *conditions
-            )
-            .order_by(score.desc(), Memory.id)
-            .limit(bindparam("limit"))
-        )
+        return _pg_bm25(conditions, terms)
     fts = table(FTS_TABLE, column("rowid"))
     match: ColumnClause[Any] = literal_column(FTS_TABLE)
     score = (
@@ -324,6 +312,100 @@ def _query(dialect_name: str, where: filters.Shape = ()) -> ClauseElement:
         .where(match.match(bindparam("match")), Memory.user_id == bindparam("user_id"), *conditions)
         .order_by(score.desc(), Memory.id)
         .limit(bindparam("limit"))
+    )
+
+
+def _pg_bm25(conditions: list[ColumnElement[bool]], terms: int) -> ClauseElement:
+    """BM25 on PostgreSQL, as FTS5's ``bm25()`` computes it, over one user's matching memories.
+
+    For question word *i* (bind parameter ``term<i>``, a one-word ``to_tsquery`` text),
+    ``ts_rank_cd`` of the word alone, with the field weights and no normalisation, is exactly
+    the weighted count of its occurrences (each adds its field's weight): FTS5's phrase
+    frequency. Document frequencies and the average length come from the matching rows
+    (window aggregates, one pass), the number of documents from the user's memories (FTS5's
+    statistics cover the whole table: with one user they agree); a row's length is its
+    text's size in bytes (FTS5 counts tokens; the ratio to the average cancels the unit). ``ts_rank`` alone has no inverse document frequency, which cost
+    PostgreSQL 0.09 frac@10 on RealMem turns against SQLite (benchmarks/README.md).
+
+    Cost: each row's vector is detoasted once (a lateral copy, or each of the ``terms``
+    calls would fetch it again) and only the narrow scores go through the window; entries
+    are joined back for the top ``limit``.
+    """
+    config: ColumnElement[Any] = literal_column("'english'::regconfig")
+    vector: ColumnClause[Any] = literal_column(f"{Memory.__tablename__}.{TSVECTOR_COLUMN}")
+    weights: ColumnElement[Any] = literal_column(search.ts_rank_weights())
+
+    def number(value: float) -> ColumnElement[float]:
+        return literal_column(repr(float(value)), Double())
+
+    zero, integer_zero = number(0), literal_column("0", Integer())
+    # FROM items, so each query text is parsed once per statement, not once per row.
+    match = func.to_tsquery(config, bindparam("match")).column_valued("question")
+    words = [
+        func.to_tsquery(config, bindparam(f"term{i}")).column_valued(f"word{i}")
+        for i in range(terms)
+    ]
+    loaded = (
+        select(vector.op("||")(literal_column("''::tsvector")).label("vector"))
+        .offset(literal_column("0"))
+        .lateral("loaded")
+    )
+    size = (
+        func.octet_length(Memory.key)
+        + func.octet_length(Memory.value)
+        + func.coalesce(func.octet_length(Memory.context), integer_zero)
+        + func.coalesce(func.octet_length(Memory.facets), integer_zero)
+    )
+    counts = [
+        case(
+            (
+                loaded.c.vector.bool_op("@@")(word),
+                cast(func.ts_rank_cd(weights, loaded.c.vector, word, integer_zero), Double()),
+            ),
+            else_=zero,
+        ).label(f"tf{i}")
+        for i, word in enumerate(words)
+    ]
+    hits = (
+        select(Memory.id, cast(size, Double()).label("size"), *counts)
+        .select_from(Memory)
+        .join(loaded, true())
+        .where(vector.bool_op("@@")(match), Memory.user_id == bindparam("user_id"), *conditions)
+        .subquery("hits")
+    )
+    documents = (
+        select(func.count())
+        .select_from(Memory)
+        .where(Memory.user_id == bindparam("user_id"))
+        .scalar_subquery()
+    )
+    stats = select(
+        hits,
+        cast(documents, Double()).label("documents"),
+        cast(func.avg(hits.c.size).over(), Double()).label("average"),
+        *(
+            cast(func.count().filter(hits.c[f"tf{i}"] > zero).over(), Double()).label(f"df{i}")
+            for i in range(terms)
+        ),
+    ).subquery("stats")
+    k1, b, half, one = number(search.BM25_K1), number(search.BM25_B), number(0.5), number(1)
+    norm = k1 * (one - b + b * stats.c.size / func.nullif(stats.c.average, zero, type_=Double()))
+    score: ColumnElement[float] = zero
+    for i in range(terms):
+        df, tf = stats.c[f"df{i}"], stats.c[f"tf{i}"]
+        idf = func.greatest(func.ln((stats.c.documents - df + half) / (df + half)), number(1e-6))
+        score = score + case((tf > zero, idf * tf * (k1 + one) / (tf + norm)), else_=zero)
+    labelled = score.label("score")
+    top = (
+        select(stats.c.id, labelled)
+        .order_by(labelled.desc(), stats.c.id)
+        .limit(bindparam("limit"))
+        .subquery("top")
+    )
+    return (
+        select(*_entry_columns(), top.c.score)
+        .select_from(top.join(Memory, Memory.id == top.c.id))
+        .order_by(top.c.score.desc(), top.c.id)
     )
 
 
@@ -397,18 +479,20 @@ _DIALECTS: dict[str, Dialect] = {
 }
 
 
-@functools.lru_cache(maxsize=256)
+@functools.lru_cache(maxsize=1024)
 def filtered_statement(
-    dialect_name: str, kind: str, where: filters.Shape, one_user: bool = True
+    dialect_name: str, kind: str, where: filters.Shape, one_user: bool = True, terms: int = 0
 ) -> SQL:
     """A statement whose text depends on a ``where`` filter's shape, compiled once per shape.
 
     ``kind`` is ``"query"``, ``"list_keys"`` or ``"scan"``. The cache key holds operators and
-    operand kinds only (see :func:`filters.shape_of`), never values, so it stays small.
+    operand kinds only (see :func:`filters.shape_of`), never values, so it stays small; a
+    PostgreSQL query's text also depends on how many words the question has (``terms``, at
+    most :data:`~asyncmem.sql.search.MAX_TERMS`).
     """
     dialect = _DIALECTS[dialect_name]
     if kind == "query":
-        return compile_sql(_query(dialect_name, where), dialect)
+        return compile_sql(_query(dialect_name, where, terms), dialect)
     if kind == "list_keys":
         return compile_sql(_list_keys(dialect_name, where), dialect)
     return compile_sql(_scan(dialect_name, where, one_user), dialect)

@@ -115,6 +115,11 @@ def _live_count(rows: list[Any]) -> int:
     return sum(1 for row in rows if row[0] is None or row[0] > row[1])
 
 
+def _one_word_queries(terms: list[str]) -> dict[str, str]:
+    """PostgreSQL's per-word ``to_tsquery`` texts, as the BM25 statement binds them."""
+    return {f"term{i}": tsquery_expression([term]) for i, term in enumerate(terms)}
+
+
 def _entry(row: Any, score: float | None = None) -> MemoryEntry:
     return MemoryEntry(row[0], row[1], row[2], _metadata(row[3]), row[4], row[5], score, row[6])
 
@@ -278,12 +283,12 @@ class SQLBackend(BackendBase):
         return True
 
     def _filter(
-        self, kind: str, where: tuple[Condition, ...], *, one_user: bool = True
+        self, kind: str, where: tuple[Condition, ...], *, one_user: bool = True, terms: int = 0
     ) -> tuple[SQL, dict[str, Any]]:
         """The statement for a ``where`` filter's shape (compiled once) and its bound values."""
-        if not where and one_user and kind != "scan":
+        if not where and one_user and kind != "scan" and not terms:
             return getattr(self._sql, kind), {}
-        sql = filtered_statement(self.dialect, kind, filters.shape_of(where), one_user)
+        sql = filtered_statement(self.dialect, kind, filters.shape_of(where), one_user, terms)
         return sql, filters.values(where, self.dialect)
 
     async def store(
@@ -490,11 +495,11 @@ class SQLBackend(BackendBase):
     ) -> list[MemoryEntry]:
         """Memories of ``user_id`` ranked by relevance to the question ``text``.
 
-        The text is split into words; common function words are dropped and the rest OR-ed,
-        Two stages (DESIGN.md §8): the database ranks candidates by the words they share with
-        the question, a memory's own words weighing most, its speaker and date words less and
-        its neighbour turns' words least (FTS5 bm25 on SQLite, length-normalised ``ts_rank``
-        on PostgreSQL, both with English stemming); then :func:`~asyncmem.sql.search.rerank`
+        The text is split into words; common function words are dropped and the rest OR-ed.
+        Two stages (DESIGN.md §8): the database ranks candidates by BM25 over the words they
+        share with the question, a memory's own words weighing most, its speaker and date
+        words less and its neighbour turns' words least (FTS5's ``bm25()`` on SQLite, the same
+        formula in SQL on PostgreSQL, both with English stemming); then :func:`~asyncmem.sql.search.rerank`
         orders them the same way on both. Text with no searchable words returns ``[]``.
         ``where`` keeps only memories whose metadata matches, in the same statement (see
         :mod:`asyncmem.sql.filters`).
@@ -510,8 +515,10 @@ class SQLBackend(BackendBase):
         expression = (
             fts5_expression(terms) if self.dialect == "sqlite" else tsquery_expression(terms)
         )
-        sql, bound = self._filter("query", conditions)
+        words = {} if self.dialect == "sqlite" else _one_word_queries(terms)
+        sql, bound = self._filter("query", conditions, terms=len(words))
         args = sql.args(
+            **words,
             match=expression,
             user_id=user_id,
             limit=candidate_count(limit),
