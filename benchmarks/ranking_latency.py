@@ -163,7 +163,7 @@ async def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     data = load(args.data)
     questions = [query["question"] for query in data["queries"]][: args.questions]
-    print("| memories | questions | load | asyncmem query p50 | plain p50 | ratio | loadavg |")
+    print("| memories | questions | fill | asyncmem query p50 | plain p50 | ratio | loadavg |")
     print("|---|---|---|---|---|---|---|")
     for count in (int(n) for n in args.scale.split(",")):
         row = await measure(args.url, memories(data, count), questions, args.limit)
