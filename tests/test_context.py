@@ -133,6 +133,53 @@ async def test_concurrent_turns_of_one_conversation_keep_contexts_exact(sql: SQL
     await _check_contexts(sql)
 
 
+async def test_a_turn_store_that_fails_midway_changes_nothing(
+    sql: SQLBackend, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for i in range(3):
+        await sql.store("alice", f"t{i}", f"turn {i} word{i}", {"session": "s"})
+    before = await _rows(sql)
+
+    async def broken(*args: Any) -> None:
+        raise RuntimeError("after the upsert, before the neighbours")
+
+    monkeypatch.setattr(sql, "_write_contexts", broken)
+    with pytest.raises(RuntimeError):
+        await sql.store("alice", "t3", "turn 3 word3", {"session": "s"})
+    with pytest.raises(RuntimeError):
+        await sql.store("alice", "t1", "turn 1 rewritten", {"session": "s"})
+    assert await _rows(sql) == before
+    monkeypatch.undo()
+    await sql.store("alice", "t3", "turn 3 word3", {"session": "s"})
+    await _check_contexts(sql)
+
+
+async def test_sqlite_one_trip_transaction_refuses_other_awaits(tmp_path: Path) -> None:
+    async with SQLBackend(f"sqlite:///{tmp_path}/m.db") as backend:
+        upsert = backend._sql.upsert
+
+        async def body(transaction: Any) -> None:
+            args = upsert.args(
+                user_id="u",
+                key="k",
+                value="v",
+                metadata="{}",
+                context="",
+                now=1.0,
+                facets="",
+                ttl=None,
+                session=None,
+            )
+            await transaction.fetch(upsert, args)
+            await asyncio.sleep(0)
+
+        with pytest.raises(RuntimeError, match="awaited something else"):
+            await backend._driver.atomic(body)
+        assert await backend.retrieve("u", "k") is None
+        await backend.store("u", "k", "still writable", {"session": "s"})
+        assert (await backend.query("u", "writable"))[0].key == "k"
+
+
 async def test_speaker_and_date_words_are_searchable(sql: SQLBackend) -> None:
     await sql.store(
         "alice",

@@ -14,10 +14,10 @@ import itertools
 import logging
 import os
 import sqlite3
-from collections.abc import AsyncIterator, Iterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterator, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager, contextmanager
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 import aiosqlite
 from sqlalchemy import exc as sa_exc
@@ -64,6 +64,7 @@ _SQLITE_REASONS: dict[str, tuple[str, type[AsyncmemError]]] = {
     "SQLITE_NOTADB": ("the file is not a SQLite database", BackendError),
 }
 _SCHEMA_PROBLEM = "the database schema is missing or outdated"
+_T = TypeVar("_T")
 
 
 def _sqlstate(error: BaseException | None) -> str:
@@ -176,6 +177,14 @@ class Driver(Protocol):
         """Run several statements as one transaction: all commit, or none does."""
         ...
 
+    async def atomic(self, body: Callable[[Transaction], Coroutine[Any, Any, _T]]) -> _T:
+        """Run ``body`` as one transaction, like :meth:`transaction`, and return its result.
+
+        ``body`` may await nothing but its transaction's statements (on SQLite it runs to
+        the end in the writer's thread).
+        """
+        ...
+
     async def close(self) -> None: ...
 
     async def fetch(self, sql: SQL, args: Sequence[Any], *, write: bool = False) -> list[Any]:
@@ -279,6 +288,57 @@ class SQLiteDriver:
                 await writer.execute("ROLLBACK")
                 raise
             await writer.execute("COMMIT")
+
+    async def atomic(self, body: Callable[[Transaction], Coroutine[Any, Any, _T]]) -> _T:
+        """Run ``body`` as one transaction in ONE trip to the writer's thread.
+
+        Through :meth:`transaction` every statement is a trip of its own (queue, thread,
+        wake the event loop), ``BEGIN`` and ``COMMIT`` included: for a conversation turn's
+        store (begin, read the conversation's tail, upsert, update the neighbours, commit)
+        that was most of the gap to a plain store. Here ``body`` runs in the writer's
+        thread, its statements executed at once by :class:`_InlineTransaction`, so its
+        coroutine never suspends; one that awaits anything else is rolled back and refused.
+        """
+        self._check_file()
+        async with self._write_lock:
+            writer = self.writer
+            run: Callable[..., Awaitable[_T]] = writer._execute
+            return await run(_run_inline, writer._conn, body)
+
+
+def _run_inline(
+    connection: sqlite3.Connection, body: Callable[[Transaction], Coroutine[Any, Any, _T]]
+) -> _T:
+    """In the writer's thread: ``BEGIN IMMEDIATE``, run ``body`` to its end, ``COMMIT``."""
+    connection.execute("BEGIN IMMEDIATE")
+    try:
+        step = body(_InlineTransaction(connection))
+        try:
+            step.send(None)
+        except StopIteration as done:
+            result: _T = done.value
+        else:
+            step.close()
+            raise RuntimeError("an inline transaction awaited something else than SQL")
+        connection.execute("COMMIT")
+    except BaseException:
+        if connection.in_transaction:
+            connection.execute("ROLLBACK")
+        raise
+    return result
+
+
+class _InlineTransaction:
+    """Statements on the connection itself, for a body already in the writer's thread."""
+
+    def __init__(self, connection: sqlite3.Connection) -> None:
+        self._connection = connection
+
+    async def executemany(self, sql: SQL, rows: Sequence[Sequence[Any]]) -> None:
+        self._connection.executemany(sql.text, rows)
+
+    async def fetch(self, sql: SQL, args: Sequence[Any]) -> list[Any]:
+        return self._connection.execute(sql.text, args).fetchall()
 
 
 class _SQLiteTransaction:
@@ -415,3 +475,7 @@ class PostgresDriver:
             raise
         finally:
             self._release(connection, healthy)
+
+    async def atomic(self, body: Callable[[Transaction], Coroutine[Any, Any, _T]]) -> _T:
+        async with self.transaction() as transaction:
+            return await body(transaction)

@@ -9,9 +9,17 @@ import json
 import math
 import re
 import time
-from collections.abc import AsyncIterator, Collection, Iterable, Mapping, Sequence
+from collections.abc import (
+    AsyncIterator,
+    Callable,
+    Collection,
+    Coroutine,
+    Iterable,
+    Mapping,
+    Sequence,
+)
 from contextlib import asynccontextmanager
-from typing import Any
+from typing import Any, TypeVar
 
 from sqlalchemy import bindparam
 from sqlalchemy.dialects import postgresql, sqlite
@@ -75,6 +83,7 @@ from asyncmem.sql.statements import (
 
 __all__ = ["SQLBackend"]
 
+_T = TypeVar("_T")
 _SCHEMA = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,62}")
 
 
@@ -328,11 +337,15 @@ class SQLBackend(BackendBase):
                 async with self._upkeep("store", [user_id]) as transaction:
                     await self._leave(transaction, user_id, row[3], row[4])
         else:
-            async with self._upkeep("store", [user_id]) as transaction:
-                row = await self._store_turn(transaction, values)
+            now = self._now()
+            row = await self._atomic(
+                "store", [user_id], lambda transaction: self._store_turn(transaction, values, now)
+            )
         return MemoryEntry(user_id, key, value, clean, row[0], row[1], None, row[2])
 
-    async def _store_turn(self, transaction: Transaction, values: dict[str, Any]) -> Any:
+    async def _store_turn(
+        self, transaction: Transaction, values: dict[str, Any], now: float
+    ) -> Any:
         """Upsert a conversation turn and keep its neighbours' contexts exact.
 
         The common case, a new last turn, reads the conversation's last turns once, writes
@@ -350,7 +363,7 @@ class SQLBackend(BackendBase):
             )
         )
         contexts = neighbour_contexts([turn[1] for turn in tail] + [values["value"]])
-        args = sql.upsert.args(context=contexts[-1], now=self._now(), **values)
+        args = sql.upsert.args(context=contexts[-1], now=now, **values)
         (row,) = await transaction.fetch(sql.upsert, args)
         row_id, old = row[3], row[4]
         if old == session and (not tail or row_id > tail[-1][0]):
@@ -382,6 +395,33 @@ class SQLBackend(BackendBase):
                     for user_id in sorted(set(users)):
                         await transaction.fetch(lock, lock.args(user_id=user_id))
                 yield transaction
+        except Exception as exc:
+            error = translated(operation, exc)
+            if error is None or error is exc:
+                raise
+            raise error from exc
+
+    async def _atomic(
+        self,
+        operation: str,
+        users: Collection[str],
+        body: Callable[[Transaction], Coroutine[Any, Any, _T]],
+    ) -> _T:
+        """Run ``body`` as the transaction of :meth:`_upkeep`, in one trip on SQLite.
+
+        ``body`` may await only its transaction's statements (see ``SQLiteDriver.atomic``).
+        """
+
+        async def locked(transaction: Transaction) -> _T:
+            lock = self._sql.lock_user
+            if lock is not None:
+                for user_id in sorted(set(users)):
+                    await transaction.fetch(lock, lock.args(user_id=user_id))
+            return await body(transaction)
+
+        await self._ready()
+        try:
+            return await self._driver.atomic(locked)
         except Exception as exc:
             error = translated(operation, exc)
             if error is None or error is exc:
