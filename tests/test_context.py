@@ -262,3 +262,34 @@ async def test_purged_turns_leave_their_neighbours_contexts(sql: SQLBackend) -> 
     assert await sql.purge_expired() == 2
     await _check_contexts(sql)
     assert await sql.query("alice", "zebra") == []
+
+
+async def test_turns_stay_exact_without_aiosqlite_private_api(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Should aiosqlite drop the private names the one-trip path uses, turns still work."""
+    from asyncmem.sql import drivers
+
+    monkeypatch.setattr(drivers, "_inline_runner", lambda writer: None)
+    async with SQLBackend(f"sqlite:///{tmp_path}/m.db") as sql:
+        for i in range(5):
+            await sql.store("alice", f"t{i}", f"turn {i} word{i}", {"session": "s"})
+        await sql.delete("alice", "t2")
+        await _check_contexts(sql)
+        assert (await sql.query("alice", "word3"))[0].key == "t3"
+
+
+def test_the_one_trip_path_finds_aiosqlite_internals() -> None:
+    """The fast path is in use with the aiosqlite this project installs."""
+    import sqlite3
+
+    import aiosqlite
+
+    from asyncmem.sql import drivers
+
+    async def probe() -> bool:
+        async with aiosqlite.connect(":memory:") as connection:
+            found = drivers._inline_runner(connection)
+            return found is not None and isinstance(found[1], sqlite3.Connection)
+
+    assert asyncio.run(probe())

@@ -300,10 +300,29 @@ class SQLiteDriver:
         coroutine never suspends; one that awaits anything else is rolled back and refused.
         """
         self._check_file()
+        inline = _inline_runner(self.writer)
+        if inline is None:
+            async with self.transaction() as transaction:
+                return await body(transaction)
+        run, connection = inline
         async with self._write_lock:
-            writer = self.writer
-            run: Callable[..., Awaitable[_T]] = writer._execute
-            return await run(_run_inline, writer._conn, body)
+            result: _T = await run(_run_inline, connection, body)
+            return result
+
+
+def _inline_runner(
+    writer: aiosqlite.Connection,
+) -> tuple[Callable[..., Awaitable[Any]], sqlite3.Connection] | None:
+    """aiosqlite's way to run a function on its thread, and its sqlite3 connection, or None.
+
+    aiosqlite has no public API for this; a release without these private names makes
+    :meth:`SQLiteDriver.atomic` fall back to a trip per statement, not fail.
+    """
+    run = getattr(writer, "_execute", None)
+    connection = getattr(writer, "_connection", None)
+    if not callable(run) or not isinstance(connection, sqlite3.Connection):
+        return None
+    return run, connection
 
 
 def _run_inline(

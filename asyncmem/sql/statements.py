@@ -324,8 +324,9 @@ def _pg_bm25(conditions: list[ColumnElement[bool]], terms: int) -> ClauseElement
     frequency. Document frequencies and the average length come from the matching rows
     (window aggregates, one pass), the number of documents from the user's memories (FTS5's
     statistics cover the whole table: with one user they agree); a row's length is its
-    text's size in bytes (FTS5 counts tokens; the ratio to the average cancels the unit). ``ts_rank`` alone has no inverse document frequency, which cost
-    PostgreSQL 0.09 frac@10 on RealMem turns against SQLite (benchmarks/README.md).
+    text's size in bytes (FTS5 counts tokens; the ratio to the average cancels the unit).
+    ``ts_rank`` alone has no inverse document frequency, which cost PostgreSQL 0.09 frac@10
+    on RealMem turns against SQLite (benchmarks/README.md).
 
     Cost: each row's vector is detoasted once (a lateral copy, or each of the ``terms``
     calls would fetch it again) and only the narrow scores go through the window; entries

@@ -538,9 +538,10 @@ class SQLBackend(BackendBase):
         The text is split into words; common function words are dropped and the rest OR-ed.
         Two stages (DESIGN.md §8): the database ranks candidates by BM25 over the words they
         share with the question, a memory's own words weighing most, its speaker and date
-        words less and its neighbour turns' words least (FTS5's ``bm25()`` on SQLite, the same
-        formula in SQL on PostgreSQL, both with English stemming); then :func:`~asyncmem.sql.search.rerank`
-        orders them the same way on both. Text with no searchable words returns ``[]``.
+        words less and its neighbour turns' words least (FTS5's ``bm25()`` on SQLite, the
+        same formula in SQL on PostgreSQL, both with English stemming); then
+        :func:`~asyncmem.sql.search.rerank` orders them the same way on both. Text with no
+        searchable words returns ``[]``.
         ``where`` keeps only memories whose metadata matches, in the same statement (see
         :mod:`asyncmem.sql.filters`).
         """
