@@ -247,3 +247,19 @@ def test_unknown_backend_spec_is_not_repeated() -> None:
         open_backend("postgresql:user:hunter2@db")
     assert "hunter2" not in str(raised.value)
     assert "sqlite:///" in str(raised.value)
+
+
+async def test_the_last_write_is_the_newest_even_if_the_clock_read_earlier(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A writer that read the clock before another but won the lock after it stays newest."""
+    async with SQLBackend(f"sqlite:///{tmp_path}/m.db") as backend:
+        first = await backend.store("u", "k", "first")
+        monkeypatch.setattr(backend, "_now", lambda: first.updated_at - 60.0)
+        second = await backend.store("u", "k", "second")
+        third = await backend.store_many("u", [{"key": "k", "value": "third"}])
+        assert first.updated_at < second.updated_at < third[0].updated_at
+        assert second.created_at == first.created_at
+        current = await backend.retrieve("u", "k")
+        assert current is not None
+        assert (current.value, current.updated_at) == ("third", third[0].updated_at)

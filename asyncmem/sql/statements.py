@@ -177,6 +177,12 @@ def _on_conflict(statement: Any, updated_at: ColumnElement[float]) -> Any:
     the row had, so the store sees a turn that moved conversation and fixes both.
     """
     expired = and_(Memory.expires_at.is_not(None), Memory.expires_at <= updated_at)
+    if isinstance(statement, sqlite.Insert):
+        # SQLite's time is this process's clock, read before the write lock is won: another
+        # writer may commit later with an earlier reading. The last to commit must still be
+        # the newest, so a key's updated_at only ever grows. (PostgreSQL reads its clock
+        # after it has locked the row.)
+        updated_at = func.max(updated_at, Memory.updated_at + literal_column("1e-6", Double()))
     return statement.on_conflict_do_update(
         index_elements=[Memory.user_id, Memory.key],
         set_={
