@@ -124,3 +124,12 @@ def test_rerank_favours_times_on_when_questions() -> None:
     when = rerank(["adopt"], scores, metadata, 3, values=values, temporal=True)
     assert [i for i, _ in plain] == [0, 1, 2]
     assert [i for i, _ in when] == [1, 0, 2]
+
+
+def test_speaker_and_context_words_keep_combining_marks() -> None:
+    """Speaker names and neighbour context split words as questions do (marks included)."""
+    metadata = [{}, {"speaker": "प्रिया शर्मा"}]
+    assert [i for i, _ in rerank(["प्रिया"], [10.0, 9.0], metadata, 2)] == [1, 0]
+    contexts = search.neighbour_contexts(["नमस्ते प्रिया, बिल्ली कहाँ है?", "हाँ"])
+    assert contexts[1].split() == ["नमस्ते", "प्रिया", "बिल्ली", "कहाँ", "है"]
+    assert search.neighbour_contexts(["İstanbul trip", "yes"])[1] == "istanbul trip"

@@ -105,17 +105,24 @@ _INVISIBLE = re.compile("[\ufe00-\ufe0f\u180b-\u180d\u180f\U000e0100-\U000e01ef]
 """Variation selectors: marks by category, but they only pick a glyph ("❤️", "cat️")."""
 
 
-def query_terms(text: str) -> list[str]:
-    """Distinct lower-cased words of ``text`` that are worth searching for, in order.
+def _lower_words(text: str) -> Iterator[str]:
+    """The lower-cased words of ``text``, as :func:`query_terms` and the write side read them.
 
     Variation selectors are dropped, and so is the combining dot that lower-casing "İ" adds,
     which no index keeps.
     """
+    if text.isascii():
+        yield from _WORD.findall(text.lower())
+        return
+    lowered = unicodedata.normalize("NFKC", text).lower().replace("i\u0307", "i")
+    yield from _words(_INVISIBLE.sub("", lowered))
+
+
+def query_terms(text: str) -> list[str]:
+    """Distinct lower-cased words of ``text`` that are worth searching for, in order."""
     terms: list[str] = []
     seen: set[str] = set()
-    lowered = unicodedata.normalize("NFKC", text).lower().replace("i\u0307", "i")
-    lowered = _INVISIBLE.sub("", lowered)
-    for word in _words(lowered):
+    for word in _lower_words(text):
         if word in STOP_WORDS or word in seen:
             continue
         seen.add(word)
@@ -191,7 +198,7 @@ def _speaker_words(metadata: Mapping[str, Any]) -> frozenset[str]:
     speaker = metadata.get("speaker")
     if not isinstance(speaker, str):
         return frozenset()
-    return frozenset(_WORD.findall(unicodedata.normalize("NFKC", speaker).lower()))
+    return frozenset(_lower_words(speaker))
 
 
 TEMPORAL_BOOST = 0.2
@@ -336,7 +343,7 @@ def facets_of(metadata: Mapping[str, Any]) -> str:
 
 
 def _context_words(value: str) -> list[str]:
-    words = _WORD.findall(unicodedata.normalize("NFKC", value[:CONTEXT_CHARS]).lower())
+    words = _lower_words(value[:CONTEXT_CHARS])
     return [word for word in words if word not in STOP_WORDS]
 
 
