@@ -327,8 +327,10 @@ def _pg_bm25(conditions: list[ColumnElement[bool]], terms: int) -> ClauseElement
     For question word *i* (bind parameter ``term<i>``, a one-word ``to_tsquery`` text),
     ``ts_rank_cd`` of the word alone, with the field weights and no normalisation, is exactly
     the weighted count of its occurrences (each adds its field's weight): FTS5's phrase
-    frequency. Document frequencies and the average length come from the matching rows
-    (window aggregates, one pass), the number of documents from the user's memories (FTS5's
+    frequency. It is computed for the :data:`~asyncmem.sql.search.BM25_POOL` matching rows
+    that ``ts_rank`` puts first; document frequencies and the average length come from that
+    pool (window aggregates, frequencies scaled up to all matching rows), the number of
+    documents from the user's memories (FTS5's
     statistics cover the whole table: with one user they agree); a row's length is its
     text's size in bytes (FTS5 counts tokens; the ratio to the average cancels the unit).
     ``ts_rank`` alone has no inverse document frequency, which cost PostgreSQL 0.09 frac@10
@@ -373,11 +375,17 @@ def _pg_bm25(conditions: list[ColumnElement[bool]], terms: int) -> ClauseElement
         ).label(f"tf{i}")
         for i, word in enumerate(words)
     ]
-    hits = (
-        select(Memory.id, cast(size, Double()).label("size"), *counts)
-        .select_from(Memory)
-        .join(loaded, true())
+    rough = func.ts_rank(weights, vector, match, literal_column("1", Integer()))
+    pool = (
+        select(Memory.id, func.count().over().label("matched"))
         .where(vector.bool_op("@@")(match), Memory.user_id == bindparam("user_id"), *conditions)
+        .order_by(rough.desc(), Memory.id)
+        .limit(literal_column(str(int(search.BM25_POOL)), Integer()))
+        .subquery("pool")
+    )
+    hits = (
+        select(pool.c.id, pool.c.matched, cast(size, Double()).label("size"), *counts)
+        .select_from(pool.join(Memory, Memory.id == pool.c.id).join(loaded, true()))
         .subquery("hits")
     )
     documents = (
@@ -386,12 +394,16 @@ def _pg_bm25(conditions: list[ColumnElement[bool]], terms: int) -> ClauseElement
         .where(Memory.user_id == bindparam("user_id"))
         .scalar_subquery()
     )
+    # Document frequencies in the pool, scaled up to all the matching memories.
+    scale = cast(hits.c.matched, Double()) / cast(func.count().over(), Double())
     stats = select(
         hits,
         cast(documents, Double()).label("documents"),
         cast(func.avg(hits.c.size).over(), Double()).label("average"),
         *(
-            cast(func.count().filter(hits.c[f"tf{i}"] > zero).over(), Double()).label(f"df{i}")
+            (cast(func.count().filter(hits.c[f"tf{i}"] > zero).over(), Double()) * scale).label(
+                f"df{i}"
+            )
             for i in range(terms)
         ),
     ).subquery("stats")
