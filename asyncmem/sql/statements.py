@@ -330,9 +330,9 @@ def _pg_bm25(conditions: list[ColumnElement[bool]], terms: int) -> ClauseElement
     frequency. It is computed for the :data:`~asyncmem.sql.search.BM25_POOL` matching rows
     that ``ts_rank`` puts first; document frequencies and the average length come from that
     pool (window aggregates, frequencies scaled up to all matching rows), the number of
-    documents from the user's memories (FTS5's
-    statistics cover the whole table: with one user they agree); a row's length is its
-    text's size in bytes (FTS5 counts tokens; the ratio to the average cancels the unit).
+    documents from the user's memories (FTS5's statistics cover the whole table: with one
+    user they agree); a row's length is its text's size in bytes (FTS5 counts tokens; the
+    ratio to the average cancels the unit).
     ``ts_rank`` alone has no inverse document frequency, which cost PostgreSQL 0.09 frac@10
     on RealMem turns against SQLite (benchmarks/README.md).
 

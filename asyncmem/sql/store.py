@@ -52,7 +52,6 @@ from asyncmem.sql.drivers import (
     SQLiteDriver,
     Transaction,
     translate_errors,
-    translated,
 )
 from asyncmem.sql.engine import (
     is_local,
@@ -257,24 +256,14 @@ class SQLBackend(BackendBase):
     ) -> list[Any]:
         """Run one statement for ``operation`` (opening first if need be); return its rows."""
         await self._ready()
-        try:
+        with translate_errors(operation):
             return await self._driver.fetch(sql, args, write=write)
-        except Exception as exc:
-            error = translated(operation, exc)
-            if error is None or error is exc:
-                raise
-            raise error from exc
 
     async def _execute(self, operation: str, sql: SQL, args: Sequence[Any]) -> int:
         """Run one writing statement for ``operation``; return how many rows it changed."""
         await self._ready()
-        try:
+        with translate_errors(operation):
             return await self._driver.execute(sql, args)
-        except Exception as exc:
-            error = translated(operation, exc)
-            if error is None or error is exc:
-                raise
-            raise error from exc
 
     def _now(self) -> float:
         """This process's clock, never repeating, for SQLite writes (which it serialises)."""
@@ -388,18 +377,10 @@ class SQLBackend(BackendBase):
         Writes of different users still run in parallel. SQLite serialises writers already.
         """
         await self._ready()
-        try:
+        with translate_errors(operation):
             async with self._driver.transaction() as transaction:
-                lock = self._sql.lock_user
-                if lock is not None:
-                    for user_id in sorted(set(users)):
-                        await transaction.fetch(lock, lock.args(user_id=user_id))
+                await self._lock_users(transaction, users)
                 yield transaction
-        except Exception as exc:
-            error = translated(operation, exc)
-            if error is None or error is exc:
-                raise
-            raise error from exc
 
     async def _atomic(
         self,
@@ -413,20 +394,19 @@ class SQLBackend(BackendBase):
         """
 
         async def locked(transaction: Transaction) -> _T:
-            lock = self._sql.lock_user
-            if lock is not None:
-                for user_id in sorted(set(users)):
-                    await transaction.fetch(lock, lock.args(user_id=user_id))
+            await self._lock_users(transaction, users)
             return await body(transaction)
 
         await self._ready()
-        try:
+        with translate_errors(operation):
             return await self._driver.atomic(locked)
-        except Exception as exc:
-            error = translated(operation, exc)
-            if error is None or error is exc:
-                raise
-            raise error from exc
+
+    async def _lock_users(self, transaction: Transaction, users: Collection[str]) -> None:
+        """PostgreSQL: take each user's advisory lock, in a fixed order (SQLite: nothing)."""
+        lock = self._sql.lock_user
+        if lock is not None:
+            for user_id in sorted(set(users)):
+                await transaction.fetch(lock, lock.args(user_id=user_id))
 
     async def _write_contexts(
         self,
@@ -696,16 +676,11 @@ class SQLBackend(BackendBase):
             stored = await self._fetch("store_many", upsert, args, write=True)
         else:
             await self._ready()
-            try:
+            with translate_errors("store_many"):
                 async with self._driver.transaction() as transaction:
                     for chunk in chunks:
                         args = upsert.args(user_id=user_id, items=chunk, now=now)
                         stored.extend(await transaction.fetch(upsert, args))
-            except Exception as exc:
-                error = translated("store_many", exc)
-                if error is None or error is exc:
-                    raise
-                raise error from exc
         left = [(user_id, r[4], r[5], None) for r in stored if r[5] is not None]
         if left and all(session is None for session in sessions.values()):
             async with self._upkeep("store_many", [user_id]) as transaction:
