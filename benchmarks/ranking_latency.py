@@ -21,21 +21,18 @@ from __future__ import annotations
 import argparse
 import asyncio
 import sys
-import tempfile
 import time
-import uuid
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from sqlalchemy import text
 
 from asyncmem import SQLBackend
-from asyncmem.sql.engine import make_engine, normalize_url
+from asyncmem.sql.engine import normalize_url
 from asyncmem.sql.search import query_terms, tsquery_expression
-from benchmarks.relevance import load, ms, plain_fts5_ns
+from benchmarks.relevance import load, ms, plain_fts5_ns, scratch_backend
 
 USER = "one"
 BATCH = 1000
@@ -119,30 +116,14 @@ async def pg_plain_ns(
 async def measure(
     url: str | None, items: Sequence[dict[str, Any]], questions: Sequence[str], limit: int
 ) -> dict[str, float]:
-    with tempfile.TemporaryDirectory() as tmp:
-        schema = f"bench_{uuid.uuid4().hex[:12]}" if url else None
-        backend = (
-            SQLBackend(url, schema=schema, auto_migrate=True)
-            if url
-            else SQLBackend(f"sqlite:///{tmp}/memory.db")
-        )
-        try:
-            async with backend:
-                seconds = await fill(backend, items)
-                if schema is not None and url is not None:
-                    floor, ours = await pg_plain_ns(url, schema, backend, questions, limit)
-                else:
-                    assert backend.path is not None
-                    asked = [(USER, question) for question in questions]
-                    floor, ours = await plain_fts5_ns(backend.path, backend, asked, limit)
-        finally:
-            if schema is not None and url is not None:
-                engine = make_engine(normalize_url(url))
-                try:
-                    async with engine.begin() as conn:
-                        await conn.execute(text(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE'))
-                finally:
-                    await engine.dispose()
+    async with scratch_backend(url) as backend:
+        seconds = await fill(backend, items)
+        if backend.schema is not None and url is not None:
+            floor, ours = await pg_plain_ns(url, backend.schema, backend, questions, limit)
+        else:
+            assert backend.path is not None
+            asked = [(USER, question) for question in questions]
+            floor, ours = await plain_fts5_ns(backend.path, backend, asked, limit)
     return {
         "memories": len(items),
         "load_s": seconds,

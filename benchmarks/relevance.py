@@ -31,7 +31,8 @@ import tempfile
 import time
 import uuid
 from collections import defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -217,6 +218,29 @@ async def plain_fts5_ns(
     return floor, ours
 
 
+@asynccontextmanager
+async def scratch_backend(url: str | None) -> AsyncIterator[SQLBackend]:
+    """An open store on a temporary SQLite file, or at ``url`` (a PostgreSQL URL gets a
+    throw-away schema, dropped afterwards)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        schema = None
+        if url and url.startswith("postgresql"):
+            schema = f"bench_{uuid.uuid4().hex[:12]}"
+        try:
+            async with SQLBackend(
+                url or f"sqlite:///{tmp}/memory.db", schema=schema, auto_migrate=True
+            ) as backend:
+                yield backend
+        finally:
+            if schema is not None and url is not None:
+                engine = make_engine(normalize_url(url))
+                try:
+                    async with engine.begin() as conn:
+                        await conn.execute(text(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE'))
+                finally:
+                    await engine.dispose()
+
+
 def ms(samples: Sequence[int], q: float = 0.5) -> float:
     if not samples:
         return float("nan")
@@ -289,40 +313,21 @@ async def main(argv: Sequence[str] | None = None) -> int:
             for item in (*data["memories"], *data["queries"]):
                 item["user_id"] = "one"
         name = path.name.split(".")[0]
-        with tempfile.TemporaryDirectory() as tmp:
-            schema = None
-            url = args.url or f"sqlite:///{tmp}/memory.db"
-            if url.startswith("postgresql"):
-                schema = f"bench_{uuid.uuid4().hex[:12]}"
-            backend = (
-                SQLBackend(url, schema=schema, auto_migrate=True)
-                if schema
-                else SQLBackend(url, auto_migrate=True)
+        async with scratch_backend(args.url) as backend:
+            started = time.perf_counter()
+            run = await replay(
+                backend,
+                data,
+                limit=args.limit,
+                plain=args.plain,
+                max_users=args.users,
+                twin=args.twin,
             )
-            async with backend:
-                started = time.perf_counter()
-                run = await replay(
-                    backend,
-                    data,
-                    limit=args.limit,
-                    plain=args.plain,
-                    max_users=args.users,
-                    twin=args.twin,
-                )
-                elapsed = time.perf_counter() - started
-                floor: list[int] = []
-                ours: list[int] = []
-                if backend.dialect == "sqlite" and backend.path and not args.no_floor:
-                    floor, ours = await plain_fts5_ns(
-                        backend.path, backend, run.questions, args.limit
-                    )
-            if schema:
-                engine = make_engine(normalize_url(url))
-                try:
-                    async with engine.begin() as conn:
-                        await conn.execute(text(f'DROP SCHEMA "{schema}" CASCADE'))
-                finally:
-                    await engine.dispose()
+            elapsed = time.perf_counter() - started
+            floor: list[int] = []
+            ours: list[int] = []
+            if backend.dialect == "sqlite" and backend.path and not args.no_floor:
+                floor, ours = await plain_fts5_ns(backend.path, backend, run.questions, args.limit)
         print(f"\n## {name} ({backend.backend_name}, replay {elapsed:.0f} s)\n")
         print(table(name, run))
         timing = {
