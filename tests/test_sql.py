@@ -263,3 +263,16 @@ async def test_the_last_write_is_the_newest_even_if_the_clock_read_earlier(
         current = await backend.retrieve("u", "k")
         assert current is not None
         assert (current.value, current.updated_at) == ("third", third[0].updated_at)
+
+
+async def test_a_closed_store_leaves_one_whole_file(tmp_path: Path) -> None:
+    # Closing every connection at once let each see another still open, so none checkpointed
+    # and the memories stayed in the -wal file (9 closes in 200); copying the .db lost them.
+    for attempt in range(40):
+        path = tmp_path / f"memory-{attempt}.db"
+        async with SQLBackend(_url(path)) as backend:
+            await backend.store("bob", "pet", "a brown dog")
+            assert await backend.query("bob", "dog")
+        assert not Path(f"{path}-wal").exists()
+        with sqlite3.connect(path) as copy:
+            assert copy.execute("SELECT count(*) FROM memories").fetchone() == (1,)
