@@ -13,6 +13,7 @@ import pytest
 from sqlalchemy import select
 
 from asyncmem import MemoryEntry, SQLBackend
+from asyncmem.sql import search, statements
 from asyncmem.sql.models import Memory
 from asyncmem.sql.search import facets_of, neighbour_contexts, session_of
 from asyncmem.sql.statements import _DIALECTS, compile_sql
@@ -122,6 +123,31 @@ async def test_random_writes_keep_every_context_exact(sql: SQLBackend) -> None:
     await _check_contexts(sql)
     await sql.forget_user("bob")
     await _check_contexts(sql)
+
+
+@pytest.mark.parametrize(("before", "after"), [(1, 2), (3, 0), (0, 1), (2, 2)])
+async def test_every_window_shape_keeps_contexts_exact(
+    before: int, after: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The upkeep reads and rewrites only the turns a change can reach; a window that is not
+    # the shipped one (before ≠ after) finds a wrong reach at once, checked after every write.
+    monkeypatch.setattr(search, "CONTEXT_BEFORE", before)
+    monkeypatch.setattr(search, "CONTEXT_AFTER", after)
+    statements.statements_for.cache_clear()
+    try:
+        rng = random.Random(before * 10 + after)
+        async with SQLBackend(f"sqlite:///{tmp_path / 'memory.db'}") as backend:
+            for step in range(80):
+                key = f"k{rng.randrange(10)}"
+                if rng.random() < 0.25:
+                    await backend.delete("alice", key)
+                else:
+                    session = rng.choice(["x", "x", "y", None])
+                    metadata = {} if session is None else {"session": session}
+                    await backend.store("alice", key, f"v{step} w{rng.randrange(40)}", metadata)
+                await _check_contexts(backend)
+    finally:
+        statements.statements_for.cache_clear()
 
 
 async def test_concurrent_turns_of_one_conversation_keep_contexts_exact(sql: SQLBackend) -> None:

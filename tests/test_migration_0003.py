@@ -54,14 +54,14 @@ async def test_0002_database_gains_context_and_loses_it_again(database_url: str)
                 await conn.execute(text("SELECT key, session, context, facets FROM memories"))
             ).all()
         by_key = {row.key: row for row in rows}
-        expected = neighbour_contexts([value for _, value, _ in TURNS[:3]])
+        expected = neighbour_contexts([value for _, value, _ in TURNS[:3]], before=2, after=2)
         assert [by_key[k].context for k in ("t1", "t2", "t3")] == expected
         assert by_key["t1"].session == '"s1"'
         assert by_key["t4"].session == "2"
         assert by_key["t4"].context == ""
         assert by_key["fact"].session is None
         assert "may" in by_key["t2"].facets
-        async with SQLBackend(database_url, auto_migrate=False) as backend:
+        async with SQLBackend(database_url, auto_migrate=True) as backend:
             keys = [hit.key for hit in await backend.query("alice", "adopt from the shelter")]
             assert keys[0] == "t1"
             assert {"t2", "t3"} <= set(keys)

@@ -92,7 +92,16 @@ def test_neighbour_contexts_read_both_sides_and_clip() -> None:
     assert search.neighbour_contexts([]) == []
     assert search.neighbour_contexts(["only"]) == [""]
     long = "x" * (search.CONTEXT_CHARS + 10)
-    assert search.neighbour_contexts([long, "b"], turns=1)[1] == "x" * search.CONTEXT_CHARS
+    assert search.neighbour_contexts([long, "b"], before=1)[1] == "x" * search.CONTEXT_CHARS
+
+
+def test_neighbour_contexts_from_a_position_match_the_whole_list() -> None:
+    turns = ["Where did Ana go?", "To Lisbon, with Ana's sister", "Lisbon in May?", "yes", "ok"]
+    whole = search.neighbour_contexts(turns, before=2, after=2)
+    assert whole[2] == "ana go lisbon sister yes ok"
+    assert search.neighbour_contexts(turns, before=1, after=1)[2] == "lisbon ana sister yes"
+    for first in range(len(turns) + 1):
+        assert search.neighbour_contexts(turns, 2, 2, first=first) == whole[first:]
 
 
 def test_rerank_favours_the_speaker_the_question_names() -> None:

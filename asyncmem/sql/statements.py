@@ -532,7 +532,7 @@ def statements_for(dialect_name: str) -> Statements:
     turn = (Memory.id, Memory.value, Memory.context)
     same = (user, Memory.session == bindparam("session", type_=Text))
     by_id = Memory.id == bindparam("id", type_=BigInteger)
-    reach = 2 * search.CONTEXT_TURNS
+    reach = search.CONTEXT_BEFORE + search.CONTEXT_AFTER
 
     def sql(statement: ClauseElement) -> SQL:
         return compile_sql(statement, dialect)

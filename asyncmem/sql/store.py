@@ -351,12 +351,15 @@ class SQLBackend(BackendBase):
                 )
             )
         )
-        contexts = neighbour_contexts([turn[1] for turn in tail] + [values["value"]])
+        # Only the last CONTEXT_AFTER turns of the tail see the new turn; the rest are read
+        # for their words.
+        first = max(0, len(tail) - search.CONTEXT_AFTER)
+        contexts = neighbour_contexts([turn[1] for turn in tail] + [values["value"]], first=first)
         args = sql.upsert.args(context=contexts[-1], now=now, **values)
         (row,) = await transaction.fetch(sql.upsert, args)
         row_id, old = row[3], row[4]
         if old == session and (not tail or row_id > tail[-1][0]):
-            await self._write_contexts(transaction, tail, contexts, len(tail))
+            await self._write_contexts(transaction, tail[first:], contexts, None)
             return row
         if old != session:
             await transaction.fetch(
@@ -417,14 +420,15 @@ class SQLBackend(BackendBase):
     ) -> None:
         """Store the contexts of ``rows`` (id, value, context) that changed.
 
-        With ``at``, only rows up to :data:`~asyncmem.sql.search.CONTEXT_TURNS` from
-        position ``at``: the others were read for their words only; their own windows reach
-        past what was read.
+        With ``at``, only the rows whose window holds position ``at`` (from
+        :data:`~asyncmem.sql.search.CONTEXT_AFTER` before it to
+        :data:`~asyncmem.sql.search.CONTEXT_BEFORE` after it): the others were read for their
+        words only; their own windows reach past what was read.
         """
         if at is None:
             near = range(len(rows))
         else:
-            near = range(max(0, at - search.CONTEXT_TURNS), at + search.CONTEXT_TURNS + 1)
+            near = range(max(0, at - search.CONTEXT_AFTER), at + search.CONTEXT_BEFORE + 1)
         set_context = self._sql.set_context
         changed = [
             set_context.args(id=rows[i][0], context=contexts[i])
@@ -440,8 +444,9 @@ class SQLBackend(BackendBase):
         """Rewrite the contexts of the turns whose neighbours changed at row ``around``.
 
         A change at ``around`` (stored, updated, deleted, moved in or out) alters the context
-        of the turns up to ``CONTEXT_TURNS`` away on each side; their contexts read up to
-        twice that far, so that window is read and only changed contexts are written.
+        of the turns whose window reaches it; their own windows read up to ``CONTEXT_BEFORE +
+        CONTEXT_AFTER`` turns from it on each side, so that much is read and only changed
+        contexts are written.
         """
         sql = self._sql
         window = {"user_id": user_id, "session": session, "around": around}

@@ -157,7 +157,8 @@ def _backfill(connection: sa.Connection) -> None:
         if session is not None:
             conversations[row.user_id, session].append((row.id, row.value))
     for turns in conversations.values():
-        contexts = neighbour_contexts([value for _, value in turns])
+        # 0003's windows, as numbers: two turns before and two after (0004 changed them).
+        contexts = neighbour_contexts([value for _, value in turns], before=2, after=2)
         for (row_id, _), context in zip(turns, contexts, strict=True):
             updates[row_id]["context"] = context
     if updates:
