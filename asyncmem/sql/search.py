@@ -298,15 +298,15 @@ def rerank(
 CONTEXT_BEFORE = 2
 """A turn's context holds this many turns of the same ``session`` before it: the question a
 short answer replies to. On RealMem turns (frac@10, with one turn after): 1 → 0.295, 2 →
-0.297, 3 → 0.300 (facts 0.468, 0.467, 0.471; shipped 0.709, 0.712, 0.706)."""
+0.299, 3 → 0.300 (facts 0.468, 0.470, 0.471; shipped 0.709, 0.712, 0.706)."""
 CONTEXT_AFTER = 1
 """… and this many after it: the reply a short question received.
 
 Measured with two turns before (frac@10 RealMem facts / RealMem turns / shipped): none →
-0.465 / 0.287 / 0.712; one → 0.467 / 0.297 / 0.712; two → 0.467 / 0.313 / 0.689. The second
+0.465 / 0.287 / 0.712; one → 0.470 / 0.299 / 0.712; two → 0.470 / 0.314 / 0.695. The second
 turn after helps one set and hurts another, and each turn after is a neighbour whose index
-entry a new turn rewrites: one keeps a turn's store under 2× a plain store (1.73× against
-1.96× with two, store-only replay of 5,000 RealMem turns)."""
+entry a new turn rewrites: with one, a turn's store is 1.83–1.85× a plain store in the
+replay (``relevance.py --twin``), with two 2.01–2.19×."""
 CONTEXT_CHARS = 500
 """At most this much of each neighbour's text goes into a turn's context.
 
