@@ -156,14 +156,19 @@ SESSION_WEIGHT = 0.5
 A light session-level score: the conversation that matches best lends its turns weight, so
 the answer that sits beside the matching question rises. Measured with
 ``benchmarks/relevance.py`` on RealMem (frac@10, turns / facts): 0 → 0.235 / 0.409,
-0.3 → 0.265 / 0.433, 0.6 → 0.274 / 0.437, 1.0 → — / 0.438; 0.5 is on the plateau.
+0.3 → 0.265 / 0.433, 0.6 → 0.274 / 0.437, 1.0 → — / 0.438; 0.5 is on the plateau. Checked
+again with today's context (frac@10 facts / turns / shipped): 0.3 → 0.471 / 0.290 / 0.718,
+0.5 → 0.470 / 0.299 / 0.712, 0.7 → 0.470 / 0.304 / 0.706: turns and the shipped set pull
+opposite ways, 0.5 kept.
 """
 
 CONTEXT_WEIGHT = 0.3
 """Weight of the neighbour-context field against the memory's own words (1.0).
 
 RealMem frac@10 with full-text context: turns 0.235 → 0.314, facts 0.409 → 0.468 at 0.3;
-facts 0.475 at 0.2 (DESIGN.md §8: half weight hurt facts, a fifth to a third helped)."""
+facts 0.475 at 0.2 (DESIGN.md §8: half weight hurt facts, a fifth to a third helped). With
+today's context (frac@10 facts / turns / shipped): 0.2 → 0.474 / 0.298 / 0.718, 0.3 →
+0.470 / 0.299 / 0.712, 0.4 → 0.466 / 0.301 / 0.712: within a question or two, 0.3 kept."""
 FACET_WEIGHT = 0.5
 """Weight of the speaker and date words against the memory's own words (1.0); not tuned."""
 
