@@ -318,7 +318,8 @@ CONTEXT_CHARS = 500
 Measured on RealMem turns (frac@10): 2000 → 0.314, 500 → 0.311; a quarter of the index."""
 CONTEXT_CACHE = 512
 """The words of this many recent turns are kept, so a conversation's tail, read again at each
-new turn, is not split into words again (RealMem turns: 143 → ~40 µs of Python per turn)."""
+new turn, is not split into words again. With only the changed contexts computed, Python per
+turn in the writer's thread went from 143 to 70 µs (RealMem turns)."""
 
 _MONTHS = (
     "january february march april may june july august september october november december"
