@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 from asyncmem import MemoryBackend, SQLBackend
-from tests.backends import BACKEND_FACTORIES, NON_PERSISTENT, SQL
+from tests.backends import BACKEND_FACTORIES, NON_PERSISTENT, SQL, pg_database
 
 ALL_BACKENDS = sorted(BACKEND_FACTORIES)
 PERSISTENT_BACKENDS = [name for name in ALL_BACKENDS if name not in NON_PERSISTENT]
@@ -44,3 +44,13 @@ async def sql_store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIter
     async with BACKEND_FACTORIES[request.param](tmp_path) as opened:
         assert isinstance(opened, SQLBackend)
         yield opened
+
+
+@pytest.fixture(params=SQL_BACKENDS)
+async def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[str]:
+    """An empty database: a new SQLite file, or a new PostgreSQL database."""
+    if request.param == "sqlite":
+        yield f"sqlite:///{tmp_path / 'memory.db'}"
+    else:
+        async with pg_database() as url:
+            yield url

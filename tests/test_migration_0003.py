@@ -2,10 +2,6 @@
 
 from __future__ import annotations
 
-import json
-from collections.abc import AsyncIterator
-from pathlib import Path
-
 import pytest
 from sqlalchemy import text
 
@@ -13,7 +9,7 @@ from asyncmem import SchemaError, SQLBackend
 from asyncmem.sql import migrate
 from asyncmem.sql.engine import make_engine, normalize_url
 from asyncmem.sql.search import neighbour_contexts
-from tests.backends import PG_ENABLED, pg_database
+from tests.migrating import index_matches, insert_memories
 
 TURNS = [
     ("t1", "Did you adopt anything from the shelter last weekend?", {"session": "s1"}),
@@ -24,29 +20,11 @@ TURNS = [
 ]
 
 
-@pytest.fixture(params=["sqlite", *(["postgresql"] if PG_ENABLED else [])])
-async def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[str]:
-    if request.param == "sqlite":
-        yield f"sqlite:///{tmp_path / 'memory.db'}"
-    else:
-        async with pg_database() as url:
-            yield url
-
-
 async def test_0002_database_gains_context_and_loses_it_again(database_url: str) -> None:
     engine = make_engine(normalize_url(database_url))
     try:
         await migrate.upgrade(engine, "0002_features")
-        cast = "CAST(:m AS JSONB)" if engine.dialect.name == "postgresql" else ":m"
-        async with engine.begin() as conn:
-            for key, value, metadata in TURNS:
-                await conn.execute(
-                    text(
-                        "INSERT INTO memories (user_id, key, value, metadata, created_at, "
-                        f"updated_at) VALUES ('alice', :k, :v, {cast}, 1, 1)"
-                    ),
-                    {"k": key, "v": value, "m": json.dumps(metadata)},
-                )
+        await insert_memories(engine, "alice", TURNS)
 
         await migrate.upgrade(engine, "0003_context")
         async with engine.connect() as conn:
@@ -73,20 +51,10 @@ async def test_0002_database_gains_context_and_loses_it_again(database_url: str)
         with pytest.raises(SchemaError, match="0002_features"):
             async with SQLBackend(database_url, auto_migrate=False):
                 pass
+        assert await index_matches(engine, "puppy") == {"t2"}
         async with engine.connect() as conn:
             count = (await conn.execute(text("SELECT count(*) FROM memories"))).scalar_one()
             assert count == len(TURNS) + 1
-            hits = (
-                await conn.execute(
-                    text(
-                        "SELECT key FROM memories_fts WHERE memories_fts MATCH 'puppy'"
-                        if engine.dialect.name == "sqlite"
-                        else "SELECT key FROM memories "
-                        "WHERE search_vector @@ to_tsquery('english', 'puppy')"
-                    )
-                )
-            ).all()
-            assert [row.key for row in hits] == ["t2"]
             # 0002's history and expiry still work: storing over a memory keeps a version.
             await conn.execute(
                 text(

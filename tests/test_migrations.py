@@ -8,7 +8,6 @@ import sqlite3
 import subprocess
 import sys
 import zipfile
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -19,7 +18,6 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from asyncmem import SQLBackend
 from asyncmem.sql import migrate
 from asyncmem.sql.engine import make_engine, normalize_url
-from tests.backends import PG_ENABLED, pg_database
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -28,16 +26,6 @@ def _tables(path: Path) -> set[str]:
     with sqlite3.connect(path) as raw:
         rows = raw.execute("SELECT name FROM sqlite_master WHERE name NOT LIKE 'sqlite_%'")
         return {row[0] for row in rows}
-
-
-@pytest.fixture(params=["sqlite", *(["postgresql"] if PG_ENABLED else [])])
-async def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[str]:
-    """An empty database: a new SQLite file, or a new PostgreSQL database."""
-    if request.param == "sqlite":
-        yield f"sqlite:///{tmp_path / 'memory.db'}"
-    else:
-        async with pg_database() as url:
-            yield url
 
 
 async def _inspect(engine: AsyncEngine) -> dict[str, set[str]]:

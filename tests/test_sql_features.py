@@ -17,7 +17,7 @@ from sqlalchemy.dialects.postgresql import JSONB
 from asyncmem import InvalidInputError, SQLBackend
 from asyncmem.sql import migrate
 from asyncmem.sql.engine import make_engine, normalize_url
-from tests.backends import PG_ENABLED, PG_URL, pg_database, pg_schema
+from tests.backends import PG_ENABLED, PG_URL, pg_schema
 
 SECRET_WORDS = ("qqzebra", "qqvalue", "qqsecond", "qqkey", "qqmeta", "forgotten-user")
 
@@ -160,15 +160,6 @@ async def test_a_failing_batch_writes_nothing(
 
 
 # -- migration 0001 → 0002 on real data --------------------------------------------------
-
-
-@pytest.fixture(params=DIALECTS)
-async def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[str]:
-    if request.param == "sqlite":
-        yield f"sqlite:///{tmp_path / 'memory.db'}"
-    else:
-        async with pg_database() as url:
-            yield url
 
 
 ROWS_0001 = [
