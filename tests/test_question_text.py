@@ -102,22 +102,32 @@ async def test_a_question_in_another_script_finds_its_answer(store: MemoryBacken
     ids=["chinese", "japanese"],
 )
 async def test_a_word_inside_unspaced_cjk_text_is_found(
-    request: pytest.FixtureRequest, store: MemoryBackend, value: str, question: str
+    store: MemoryBackend, value: str, question: str
 ) -> None:
-    """Honcho's search also matches substrings; FTS5 unicode61 and PostgreSQL's parser both
-    index a run of CJK text without spaces as one word (reported, issue 11)."""
-    if _backend_name(request, "store") != "honcho":
-        request.applymarker(pytest.mark.xfail(strict=True, reason="a CJK run is one word"))
+    """FTS5 unicode61 and PostgreSQL's parser keep a run of CJK text as one word; the SQL
+    store also indexes its characters and character pairs (Honcho matches substrings)."""
     await store.store("u", "cat", value)
+    await store.store("u", "other", "我的狗叫旺财。私の犬はポチです")
     assert await _keys(store, question) == ["cat"]
 
 
-async def test_a_whole_unspaced_cjk_run_is_one_word(store: MemoryBackend) -> None:
-    """What does work today: the run as written, between punctuation, finds its memory."""
+async def test_one_cjk_character_finds_its_memory(store: MemoryBackend) -> None:
     await store.store("u", "cat", "我的猫叫咪咪，她喜欢吃鱼。")
     await store.store("u", "dog", "我的狗叫旺财，他喜欢吃骨头。")
-    assert await _keys(store, "她喜欢吃鱼") == ["cat"]
-    assert await _keys(store, "我的猫叫咪咪?") == ["cat"]
+    assert await _keys(store, "猫") == ["cat"]
+    assert await _keys(store, "骨头") == ["dog"]
+
+
+async def test_a_whole_unspaced_cjk_run_ranks_its_memory_first(store: MemoryBackend) -> None:
+    """The run as written finds its memory first; memories sharing some of its character
+    pairs ("喜欢吃", likes to eat) may follow, as words shared with an English question do."""
+    await store.store("u", "cat", "我的猫叫咪咪，她喜欢吃鱼。")
+    await store.store("u", "dog", "我的狗叫旺财，他喜欢吃骨头。")
+    await store.store("u", "car", "A red car")
+    for question in ("她喜欢吃鱼", "我的猫叫咪咪?"):
+        keys = await _keys(store, question)
+        assert keys[0] == "cat"
+        assert "car" not in keys
 
 
 async def test_accents_match_themselves_everywhere(store: MemoryBackend) -> None:
@@ -333,3 +343,12 @@ async def test_the_words_of_an_unreadable_date_are_searchable(sql_store: SQLBack
     await sql_store.store("u", "t1", "We planted tomatoes.", {"date": "sometime last spring"})
     await sql_store.store("u", "t2", "We planted roses.", {"date": "2023-05-08"})
     assert await _keys(sql_store, "What did we plant in spring?") == ["t1", "t2"]
+
+
+async def test_a_long_cjk_memory_stores_and_is_found(store: MemoryBackend) -> None:
+    """Only the first CJK_CHARS characters are cut into pieces, so even a memory of 300,000
+    CJK characters fits every index; a word early in it is found."""
+    filler = "".join(chr(0x4E00 + (i * 7919) % 20000) for i in range(300_000))
+    await store.store("u", "long", "咪咪" + filler)
+    await store.store("u", "other", "我的狗叫旺财")
+    assert await _keys(store, "咪咪") == ["long"]

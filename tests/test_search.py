@@ -142,3 +142,31 @@ def test_speaker_and_context_words_keep_combining_marks() -> None:
     contexts = search.neighbour_contexts(["नमस्ते प्रिया, बिल्ली कहाँ है?", "हाँ"])
     assert contexts[1].split() == ["नमस्ते", "प्रिया", "बिल्ली", "कहाँ", "है"]
     assert search.neighbour_contexts(["İstanbul trip", "yes"])[1] == "istanbul trip"
+
+
+def test_cjk_words_are_characters_and_pairs() -> None:
+    assert search.cjk_words("我的猫叫咪咪，她") == "我 的 猫 叫 咪 我的 的猫 猫叫 叫咪 咪咪 她"
+    assert search.cjk_words("ﾐｿ") == "ミ ソ ミソ"  # half-width kana folded (NFKC)
+    assert search.cjk_words("Zürich, Kraków and बिल्ली") == ""
+    assert search.cjk_words("plain ascii") == ""
+
+
+def test_cjk_words_stop_at_cjk_chars() -> None:
+    text = "".join(chr(0x4E00 + i) for i in range(3 * search.CJK_CHARS))
+    words = search.cjk_words("abc " + text).split()
+    singles = [word for word in words if len(word) == 1]
+    assert len(singles) == search.CJK_CHARS
+    assert len(words) == 2 * search.CJK_CHARS - 1
+    assert len(search.facets_of({"speaker": "Ann", "date": "8 May 2023"}, text)) < 4096
+
+
+def test_query_terms_cut_cjk_text_into_pairs() -> None:
+    assert search.query_terms("她喜欢吃鱼") == ["她喜欢吃鱼", "她喜", "喜欢", "欢吃", "吃鱼"]
+    assert search.query_terms("猫?") == ["猫"]
+    assert search.query_terms("Miso猫 is a cat") == ["miso猫", "猫", "miso", "cat"]
+    assert len(search.query_terms("猫" * 40_000)) == 2
+
+
+def test_facets_carry_speaker_date_and_cjk_words() -> None:
+    assert search.facets_of({"speaker": "Ann"}, "私の猫") == "Ann 私 の 猫 私の の猫"
+    assert search.facets_of({}, "no cjk here") == ""

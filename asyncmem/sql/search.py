@@ -30,6 +30,7 @@ __all__ = [
     "BM25_K1",
     "BM25_POOL",
     "CANDIDATE_FACTOR",
+    "CJK_CHARS",
     "CONTEXT_AFTER",
     "CONTEXT_BEFORE",
     "CONTEXT_CHARS",
@@ -43,6 +44,7 @@ __all__ = [
     "TEMPORAL_BOOST",
     "bm25_weights",
     "candidate_count",
+    "cjk_words",
     "date_words",
     "facets_of",
     "fts5_expression",
@@ -122,15 +124,74 @@ def _lower_words(text: str) -> Iterator[str]:
     yield from _words(_INVISIBLE.sub("", lowered))
 
 
+_CJK = re.compile(
+    "[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uff66-\uff9f\U00020000-\U0003134f]+"
+)
+"""A run of Chinese characters or Japanese kana: scripts written without spaces between words,
+which FTS5's ``unicode61`` and PostgreSQL's parser both keep as one word however long."""
+
+
+CJK_CHARS = 700
+"""At most this many characters of a memory's CJK text are cut into pieces for the index.
+
+Its pieces then stay under the 4,096 characters of ``facets`` that PostgreSQL's index reads
+(at most 700 characters and 699 pairs, with room for speaker and date), so both databases find
+the same words; CJK text past it is found only as whole runs."""
+
+
+def _cjk_pieces(run: str) -> Iterator[str]:
+    """A CJK run as a question searches it: a lone character, else each pair of neighbours."""
+    if len(run) == 1:
+        yield run
+    else:
+        yield from (run[i : i + 2] for i in range(len(run) - 1))
+
+
+def cjk_words(text: str) -> str:
+    """Every character and every neighbouring pair of the CJK runs of ``text``, for the index.
+
+    "我的猫叫咪咪" gains "我 的 猫 叫 咪 我的 的猫 猫叫 叫咪 咪咪", so the question "咪咪" (or
+    "猫") finds it: the bigram indexing of CJK search engines, without a dictionary. Distinct
+    pieces only; text without CJK gives "".
+    """
+    if text.isascii():
+        return ""
+    runs: list[str] = []
+    room = CJK_CHARS
+    for run in _CJK.findall(unicodedata.normalize("NFKC", text)):
+        runs.append(run[:room])
+        room -= len(runs[-1])
+        if room == 0:
+            break
+    pieces = chain.from_iterable(
+        chain(run, (run[i : i + 2] for i in range(len(run) - 1))) for run in runs
+    )
+    return " ".join(dict.fromkeys(pieces))
+
+
+def _terms_of(word: str) -> Iterator[str]:
+    """The search terms of one word: itself, and for CJK text its pieces and other parts."""
+    yield word
+    if word.isascii() or not _CJK.search(word):
+        return
+    for run in _CJK.findall(word):
+        yield from _cjk_pieces(run)
+    yield from (part for part in _CJK.split(word) if part)
+
+
 def query_terms(text: str) -> list[str]:
-    """Distinct lower-cased words of ``text`` that are worth searching for, in order."""
+    """Distinct lower-cased words of ``text`` that are worth searching for, in order.
+
+    A word with CJK text in it also brings that text's characters pairs (see
+    :func:`cjk_words`), so a word inside an unspaced sentence can be found.
+    """
     terms: list[str] = []
     seen: set[str] = set()
-    for word in _lower_words(text):
-        if word in STOP_WORDS or word in seen:
+    for term in chain.from_iterable(map(_terms_of, _lower_words(text))):
+        if term in STOP_WORDS or term in seen:
             continue
-        seen.add(word)
-        terms.append(word)
+        seen.add(term)
+        terms.append(term)
         if len(terms) == MAX_TERMS:
             break
     return terms
@@ -359,8 +420,9 @@ def date_words(text: str) -> str:
     return f"{text} {spelled}"
 
 
-def facets_of(metadata: Mapping[str, Any]) -> str:
-    """Words a memory gets from its metadata: who said it and when (DESIGN.md §8)."""
+def facets_of(metadata: Mapping[str, Any], value: str = "") -> str:
+    """Words a memory is found by besides its own: who said it and when (DESIGN.md §8), from
+    ``metadata``, and the characters and character pairs of the CJK text in ``value``."""
     parts: list[str] = []
     speaker = metadata.get("speaker")
     if isinstance(speaker, str | int | float) and not isinstance(speaker, bool):
@@ -368,6 +430,8 @@ def facets_of(metadata: Mapping[str, Any]) -> str:
     date = metadata.get("date")
     if isinstance(date, str | int | float) and not isinstance(date, bool):
         parts.append(date_words(str(date)))
+    if grams := cjk_words(value):
+        parts.append(grams)
     return " ".join(parts)
 
 

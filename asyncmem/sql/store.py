@@ -107,7 +107,7 @@ def _batch_chunks(items: list[BatchItem]) -> list[str]:
     for item in items:
         ttl = "null" if item.ttl is None else repr(item.ttl)
         key_and_value = _dumps([item.key, item.value])
-        extra = _dumps([session_of(item.metadata), facets_of(item.metadata)])
+        extra = _dumps([session_of(item.metadata), facets_of(item.metadata, item.value)])
         part = f"{key_and_value[:-1]},{item.metadata_text},{ttl},{extra[1:]}"
         if parts and size + len(part) > _BATCH_TEXT:
             chunks.append("[" + ",".join(parts) + "]")
@@ -317,7 +317,7 @@ class SQLBackend(BackendBase):
             "metadata": metadata_text,
             "ttl": seconds,
             "session": session,
-            "facets": facets_of(clean),
+            "facets": facets_of(clean, value),
         }
         if session is None:
             args = upsert.args(context="", now=self._now(), **values)
@@ -765,7 +765,7 @@ class SQLBackend(BackendBase):
                 if entry.expires_at is None
                 else _check_timestamp("expires_at", entry.expires_at),
                 session_of(clean),
-                facets_of(clean),
+                facets_of(clean, entry.value),
             )
         if len(rows) > MAX_IMPORT_BATCH:
             raise InvalidInputError(f"import at most {MAX_IMPORT_BATCH} memories a call")
