@@ -303,11 +303,14 @@ async def test_expired_memories_are_invisible_to_every_read(store: MemoryBackend
 
 async def test_purge_expired_and_store_over_an_expired_memory(store: MemoryBackend) -> None:
     first = await store.store("alice", "a", "one", ttl=0.3)
-    await store.store("alice", "a", "two", ttl=0.3)
-    await store.store("alice", "b", "bee", ttl=0.3)
-    await store.store("bob", "c", "sea", ttl=0.3)
+    expiring = [
+        await store.store("alice", "a", "two", ttl=0.3),
+        await store.store("alice", "b", "bee", ttl=0.3),
+        await store.store("bob", "c", "sea", ttl=0.3),
+    ]
     await store.store("bob", "d", "dee")
-    await _wait_past(first.expires_at or 0.0)
+    # Past the last of them, however long the stores took on a loaded machine.
+    await _wait_past(max(entry.expires_at or 0.0 for entry in expiring))
     fresh = await store.store("alice", "a", "three")
     assert fresh.created_at > first.created_at  # an expired memory starts afresh
     assert fresh.expires_at is None
