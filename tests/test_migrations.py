@@ -166,3 +166,34 @@ def test_installed_wheel_can_upgrade_a_database(tmp_path: Path) -> None:
     assert ran.returncode == 0, ran.stderr
     assert ran.stdout.splitlines()[0] == str(target / "asyncmem" / "_migrations")
     assert "memories" in _tables(database)
+
+
+def test_head_names_the_newest_script() -> None:
+    assert migrate.head_revision() == migrate.HEAD
+
+
+def test_opening_a_store_at_head_does_not_import_alembic(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'memory.db'}"
+    program = (
+        "import asyncio, sys\n"
+        "from asyncmem import SQLBackend\n"
+        "async def main():\n"
+        f"    async with SQLBackend({url!r}) as backend:\n"
+        "        await backend.store('u', 'k', 'v')\n"
+        "asyncio.run(main())\n"
+        "print(sorted(name for name in sys.modules if name.split('.')[0] == 'alembic'))\n"
+    )
+
+    def run() -> str:
+        done = subprocess.run(
+            [sys.executable, "-c", program],
+            env={**os.environ, "PYTHONPATH": str(ROOT)},
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=True,
+        )
+        return done.stdout.strip()
+
+    assert run() != "[]"  # creating the file migrates it, with Alembic
+    assert run() == "[]"  # at head: one read of the version table, no Alembic
