@@ -163,9 +163,7 @@ def cjk_words(text: str) -> str:
         room -= len(runs[-1])
         if room == 0:
             break
-    pieces = chain.from_iterable(
-        chain(run, (run[i : i + 2] for i in range(len(run) - 1))) for run in runs
-    )
+    pieces = chain.from_iterable(chain(run, _cjk_pieces(run)) for run in runs)
     return " ".join(dict.fromkeys(pieces))
 
 
