@@ -26,6 +26,7 @@ __all__ = [
     "MAX_METADATA_BYTES",
     "MAX_PAGE_SIZE",
     "MAX_PATH_DEPTH",
+    "MAX_SESSION_BYTES",
     "MAX_TTL",
     "MAX_VALUE_BYTES",
     "MAX_WHERE_FIELDS",
@@ -43,7 +44,9 @@ __all__ = [
     "check_offset",
     "check_page_limit",
     "check_page_size",
+    "check_seconds",
     "check_text",
+    "check_timestamp",
     "check_ttl",
     "check_value",
     "check_where",
@@ -56,6 +59,11 @@ MAX_VALUE_BYTES = 1024 * 1024
 """Largest value, in bytes of UTF-8."""
 MAX_METADATA_BYTES = 64 * 1024
 """Largest metadata object, in bytes of its UTF-8 JSON text."""
+MAX_SESSION_BYTES = 1024
+"""Largest ``metadata.session`` (a conversation id), in bytes of its UTF-8 JSON text.
+
+Every backend holds to it: PostgreSQL indexes a turn's user id and session together, and
+that index takes rows of at most 2,704 bytes."""
 MAX_LIMIT = 1000
 """Largest ``limit`` a query accepts."""
 MAX_BATCH = 10_000
@@ -274,6 +282,13 @@ def metadata_json(metadata: object) -> tuple[dict[str, Any], str]:
     if len(text) > MAX_METADATA_BYTES // 4 and len(text.encode("utf-8")) > MAX_METADATA_BYTES:
         raise InvalidInputError(f"metadata is larger than {MAX_METADATA_BYTES} bytes as JSON")
     copy: dict[str, Any] = _DECODE_JSON(text)
+    session = copy.get("session")
+    if isinstance(session, str | int | float) and not isinstance(session, bool):
+        size = len(_ENCODE_JSON(session).encode("utf-8"))
+        if size > MAX_SESSION_BYTES:
+            raise InvalidInputError(
+                f"metadata.session is {size} bytes as JSON; the limit is {MAX_SESSION_BYTES}"
+            )
     return copy, text
 
 
@@ -293,15 +308,45 @@ def check_text(text: object) -> str:
     return text
 
 
+def _finite(value: int | float) -> float | None:
+    """``value`` as a finite float, or ``None`` (NaN, infinity, an int beyond float range)."""
+    try:
+        number = float(value)
+    except OverflowError:
+        return None
+    return number if math.isfinite(number) else None
+
+
 def check_ttl(ttl: object) -> float | None:
     """Return ``ttl`` in seconds (a positive finite number up to :data:`MAX_TTL`) or ``None``."""
     if ttl is None:
         return None
     if isinstance(ttl, bool) or not isinstance(ttl, int | float):
         raise InvalidInputError(f"ttl must be a number of seconds, not {type(ttl).__name__}")
-    if not math.isfinite(ttl) or not 0 < ttl <= MAX_TTL:
+    seconds = _finite(ttl)
+    if seconds is None or not 0 < seconds <= MAX_TTL:
         raise InvalidInputError(f"ttl must be more than 0 and at most {MAX_TTL:.0f} seconds")
-    return float(ttl)
+    return seconds
+
+
+def check_timestamp(what: str, value: object) -> float:
+    """Return ``value`` as unix seconds if it is a finite number (an imported timestamp)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise InvalidInputError(f"{what} must be a finite number of unix seconds")
+    seconds = _finite(value)
+    if seconds is None:
+        raise InvalidInputError(f"{what} must be a finite number of unix seconds")
+    return seconds
+
+
+def check_seconds(what: str, value: object, *, low: float = 0.0) -> float:
+    """Return a timeout-like setting in seconds: a finite number of at least ``low``."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise InvalidInputError(f"{what} must be a number of seconds, not {type(value).__name__}")
+    seconds = _finite(value)
+    if seconds is None or seconds < low or seconds > MAX_TTL:
+        raise InvalidInputError(f"{what} must be a finite number of seconds, at least {low:g}")
+    return seconds
 
 
 def _check_count(what: str, value: object, low: int, high: int) -> int:

@@ -13,7 +13,7 @@ import pytest
 from sqlalchemy import select
 
 from asyncmem import MemoryEntry, SQLBackend
-from asyncmem.sql import search, statements
+from asyncmem.sql import conversations, search, statements
 from asyncmem.sql.models import Memory
 from asyncmem.sql.search import facets_of, neighbour_contexts, session_of
 from asyncmem.sql.statements import _DIALECTS, compile_sql
@@ -169,7 +169,7 @@ async def test_a_turn_store_that_fails_midway_changes_nothing(
     async def broken(*args: Any) -> None:
         raise RuntimeError("after the upsert, before the neighbours")
 
-    monkeypatch.setattr(sql, "_write_contexts", broken)
+    monkeypatch.setattr(conversations, "_write_contexts", broken)
     with pytest.raises(RuntimeError):
         await sql.store("alice", "t3", "turn 3 word3", {"session": "s"})
     with pytest.raises(RuntimeError):

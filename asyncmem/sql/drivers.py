@@ -28,13 +28,16 @@ from asyncmem.errors import (
     AsyncmemError,
     BackendError,
     BackendUnavailableError,
+    InvalidInputError,
     SchemaError,
 )
 from asyncmem.sql.statements import SQL
 
 __all__ = [
     "Driver",
+    "FaultHook",
     "PostgresDriver",
+    "Row",
     "SQLiteDriver",
     "Transaction",
     "translate_errors",
@@ -52,6 +55,7 @@ _PG_REASONS: dict[str, tuple[str, type[AsyncmemError]]] = {
     "42703": ("the database schema is missing or outdated", SchemaError),
     "3F": ("the database schema is missing or outdated", SchemaError),
     "25006": ("the database is read-only", BackendError),
+    "54000": ("a value is beyond a PostgreSQL size limit", InvalidInputError),
 }
 _SQLITE_REASONS: dict[str, tuple[str, type[AsyncmemError]]] = {
     "SQLITE_BUSY": ("timed out waiting for the database lock", BackendUnavailableError),
@@ -163,15 +167,32 @@ def _locate(path: Path) -> tuple[str, tuple[int, int] | None]:
     return where, _file_identity(where)
 
 
+class Row(Protocol):
+    """A result row, read by the column names its statement declares (``SQL.columns``):
+    ``sqlite3.Row`` on SQLite, ``asyncpg.Record`` on PostgreSQL."""
+
+    def __getitem__(self, name: str, /) -> Any: ...
+
+
+FaultHook = Callable[[SQL], None]
+"""Called before every statement a driver runs; what it raises fails that statement.
+
+For fault-injection tests: interrupting a write at each statement boundary shows that a call
+that raised changed nothing. ``None`` (the default) costs one attribute check a statement.
+"""
+
+
 class Transaction(Protocol):
     """Statements run inside one transaction of :meth:`Driver.transaction`."""
 
     async def executemany(self, sql: SQL, rows: Sequence[Sequence[Any]]) -> None: ...
 
-    async def fetch(self, sql: SQL, args: Sequence[Any]) -> list[Any]: ...
+    async def fetch(self, sql: SQL, args: Sequence[Any]) -> list[Row]: ...
 
 
 class Driver(Protocol):
+    fault_hook: FaultHook | None
+
     async def open(self) -> None: ...
 
     def transaction(self) -> AbstractAsyncContextManager[Transaction]:
@@ -188,7 +209,7 @@ class Driver(Protocol):
 
     async def close(self) -> None: ...
 
-    async def fetch(self, sql: SQL, args: Sequence[Any], *, write: bool = False) -> list[Any]:
+    async def fetch(self, sql: SQL, args: Sequence[Any], *, write: bool = False) -> list[Row]:
         """Run one statement; return its rows."""
         ...
 
@@ -217,16 +238,21 @@ class SQLiteDriver:
         self._next_reader: Iterator[aiosqlite.Connection] = iter(())
         self._file: tuple[str, tuple[int, int] | None] | None = None
         self._write_lock = asyncio.Lock()
+        self.fault_hook: FaultHook | None = None
 
     async def _connect(self) -> aiosqlite.Connection:
         target = ":memory:" if self._path is None else self._path
         connection = await aiosqlite.connect(target, isolation_level=None)
+        connection.row_factory = sqlite3.Row
         try:
             await connection.executescript(
                 f"PRAGMA busy_timeout = {self._busy_ms};"
                 "PRAGMA journal_mode = WAL;"
                 "PRAGMA synchronous = NORMAL;"
                 "PRAGMA foreign_keys = ON;"
+                # Freed pages are zeroed, so a deleted value leaves no copy in the file (some
+                # builds default to off).
+                "PRAGMA secure_delete = ON;"
             )
         except BaseException:
             await connection.close()
@@ -273,18 +299,29 @@ class SQLiteDriver:
             with contextlib.suppress(Exception):
                 await writer.close()
 
-    async def fetch(self, sql: SQL, args: Sequence[Any], *, write: bool = False) -> list[Any]:
+    def _before(self, sql: SQL) -> None:
         self._check_file()
+        if self.fault_hook is not None:
+            self.fault_hook(sql)
+
+    async def fetch(self, sql: SQL, args: Sequence[Any], *, write: bool = False) -> list[Row]:
+        self._before(sql)
         if not write:
             return list(await next(self._next_reader).execute_fetchall(sql.text, args))
         async with self._write_lock:
             return list(await self.writer.execute_fetchall(sql.text, args))
 
     async def execute(self, sql: SQL, args: Sequence[Any]) -> int:
-        self._check_file()
+        self._before(sql)
         async with self._write_lock:
             cursor = await self.writer.execute(sql.text, args)
             return int(cursor.rowcount)
+
+    async def checkpoint(self) -> None:
+        """Copy the WAL into the database file and truncate it to nothing, if no reader is
+        in the way (best effort: a busy checkpoint leaves the WAL as it was)."""
+        async with self._write_lock:
+            await self.writer.execute_fetchall("PRAGMA wal_checkpoint(TRUNCATE)")
 
     @asynccontextmanager
     async def transaction(self) -> AsyncIterator[Transaction]:
@@ -293,7 +330,7 @@ class SQLiteDriver:
             writer = self.writer
             await writer.execute("BEGIN IMMEDIATE")
             try:
-                yield _SQLiteTransaction(writer)
+                yield _SQLiteTransaction(writer, self)
             except BaseException:
                 await writer.execute("ROLLBACK")
                 raise
@@ -316,7 +353,7 @@ class SQLiteDriver:
                 return await body(transaction)
         run, connection = inline
         async with self._write_lock:
-            result: _T = await run(_run_inline, connection, body)
+            result: _T = await run(_run_inline, connection, body, self.fault_hook)
             return result
 
 
@@ -336,12 +373,14 @@ def _inline_runner(
 
 
 def _run_inline(
-    connection: sqlite3.Connection, body: Callable[[Transaction], Coroutine[Any, Any, _T]]
+    connection: sqlite3.Connection,
+    body: Callable[[Transaction], Coroutine[Any, Any, _T]],
+    fault_hook: FaultHook | None,
 ) -> _T:
     """In the writer's thread: ``BEGIN IMMEDIATE``, run ``body`` to its end, ``COMMIT``."""
     connection.execute("BEGIN IMMEDIATE")
     try:
-        step = body(_InlineTransaction(connection))
+        step = body(_InlineTransaction(connection, fault_hook))
         try:
             step.send(None)
         except StopIteration as done:
@@ -360,36 +399,49 @@ def _run_inline(
 class _InlineTransaction:
     """Statements on the connection itself, for a body already in the writer's thread."""
 
-    def __init__(self, connection: sqlite3.Connection) -> None:
+    def __init__(self, connection: sqlite3.Connection, fault_hook: FaultHook | None) -> None:
         self._connection = connection
+        self._fault_hook = fault_hook
 
     async def executemany(self, sql: SQL, rows: Sequence[Sequence[Any]]) -> None:
+        if self._fault_hook is not None:
+            self._fault_hook(sql)
         self._connection.executemany(sql.text, rows)
 
-    async def fetch(self, sql: SQL, args: Sequence[Any]) -> list[Any]:
+    async def fetch(self, sql: SQL, args: Sequence[Any]) -> list[Row]:
+        if self._fault_hook is not None:
+            self._fault_hook(sql)
         return self._connection.execute(sql.text, args).fetchall()
 
 
 class _SQLiteTransaction:
-    def __init__(self, connection: aiosqlite.Connection) -> None:
+    def __init__(self, connection: aiosqlite.Connection, driver: SQLiteDriver) -> None:
         self._connection = connection
+        self._driver = driver
 
     async def executemany(self, sql: SQL, rows: Sequence[Sequence[Any]]) -> None:
+        self._driver._before(sql)
         await self._connection.executemany(sql.text, rows)
 
-    async def fetch(self, sql: SQL, args: Sequence[Any]) -> list[Any]:
+    async def fetch(self, sql: SQL, args: Sequence[Any]) -> list[Row]:
+        self._driver._before(sql)
         return list(await self._connection.execute_fetchall(sql.text, args))
 
 
 class _PostgresTransaction:
-    def __init__(self, connection: Any) -> None:
+    def __init__(self, connection: Any, fault_hook: FaultHook | None) -> None:
         self._connection = connection
+        self._fault_hook = fault_hook
 
     async def executemany(self, sql: SQL, rows: Sequence[Sequence[Any]]) -> None:
+        if self._fault_hook is not None:
+            self._fault_hook(sql)
         await self._connection.executemany(sql.text, rows)
 
-    async def fetch(self, sql: SQL, args: Sequence[Any]) -> list[Any]:
-        rows: list[Any] = await self._connection.fetch(sql.text, *args)
+    async def fetch(self, sql: SQL, args: Sequence[Any]) -> list[Row]:
+        if self._fault_hook is not None:
+            self._fault_hook(sql)
+        rows: list[Row] = await self._connection.fetch(sql.text, *args)
         return rows
 
 
@@ -401,7 +453,13 @@ class PostgresDriver:
     release (the store never changes session state). This pool is a LIFO queue of slots, each
     an open connection or ``None`` (connect on demand); a connection that failed, was closed
     by the server or was interrupted by cancellation is dropped and its slot reconnects on
-    next use, so a server restart costs one failed call, never a hang.
+    next use.
+
+    A pooled connection found dead when a call uses it (the server restarted or ended it
+    while it sat idle) is replaced once and the call runs again on a new connection, so a
+    restart costs no failed call. Only a connection that had been idle in the pool is
+    retried, and only when the failure is the connection itself, not anything the server
+    answered.
     """
 
     def __init__(self, url: URL, *, pool_size: int, timeout: float, schema: str | None) -> None:
@@ -414,6 +472,7 @@ class PostgresDriver:
         self._settings = settings
         self._slots: asyncio.LifoQueue[Any] | None = None
         self._open: set[Any] = set()
+        self.fault_hook: FaultHook | None = None
 
     async def _connect(self) -> Any:
         import asyncpg
@@ -438,7 +497,8 @@ class PostgresDriver:
         connections, self._open, self._slots = self._open, set(), None
         await asyncio.gather(*(c.close(timeout=5) for c in connections), return_exceptions=True)
 
-    async def _acquire(self) -> Any:
+    async def _acquire(self) -> tuple[Any, bool]:
+        """A connection, and whether it was taken idle from the pool (not made just now)."""
         if self._slots is None:
             raise BackendError("the PostgreSQL connections are not open")
         try:
@@ -447,7 +507,7 @@ class PostgresDriver:
             async with asyncio.timeout(self._timeout):
                 connection = await self._slots.get()
         if connection is not None and not connection.is_closed():
-            return connection
+            return connection, True
         self._open.discard(connection)
         try:
             connection = await self._connect()
@@ -455,7 +515,7 @@ class PostgresDriver:
             self._slots.put_nowait(None)
             raise
         self._open.add(connection)
-        return connection
+        return connection, False
 
     def _release(self, connection: Any, healthy: bool) -> None:
         if self._slots is None:  # closed meanwhile
@@ -468,21 +528,27 @@ class PostgresDriver:
         self._slots.put_nowait(None)
 
     async def _run(self, method: str, sql: SQL, args: Sequence[Any]) -> Any:
-        connection = await self._acquire()
-        healthy = False
-        try:
-            result = await getattr(connection, method)(sql.text, *args)
-            healthy = True
-            return result
-        except Exception as exc:
-            # An error the server reported leaves the connection usable.
-            healthy = _sqlstate(exc) != "" and not connection.is_closed()
-            raise
-        finally:
-            self._release(connection, healthy)
+        if self.fault_hook is not None:
+            self.fault_hook(sql)
+        for attempt in (1, 2):
+            connection, reused = await self._acquire()
+            healthy = False
+            try:
+                result = await getattr(connection, method)(sql.text, *args)
+                healthy = True
+                return result
+            except Exception as exc:
+                # An error the server reported leaves the connection usable.
+                healthy = _sqlstate(exc) != "" and not connection.is_closed()
+                if attempt == 1 and reused and _connection_lost(exc, connection):
+                    continue
+                raise
+            finally:
+                self._release(connection, healthy)
+        raise AssertionError("unreachable")  # pragma: no cover
 
-    async def fetch(self, sql: SQL, args: Sequence[Any], *, write: bool = False) -> list[Any]:
-        rows: list[Any] = await self._run("fetch", sql, args)
+    async def fetch(self, sql: SQL, args: Sequence[Any], *, write: bool = False) -> list[Row]:
+        rows: list[Row] = await self._run("fetch", sql, args)
         return rows
 
     async def execute(self, sql: SQL, args: Sequence[Any]) -> int:
@@ -491,20 +557,49 @@ class PostgresDriver:
 
     @asynccontextmanager
     async def transaction(self) -> AsyncIterator[Transaction]:
-        connection = await self._acquire()
+        connection = await self._begin()
         healthy = False
         try:
-            async with connection.transaction():
-                yield _PostgresTransaction(connection)
+            yield _PostgresTransaction(connection, self.fault_hook)
+            await connection.execute("COMMIT")
             healthy = True
-        except Exception as exc:
+        except BaseException as exc:
             # Rolled back; the connection is reusable unless the failure was below SQL.
+            if not connection.is_closed() and connection.is_in_transaction():
+                with contextlib.suppress(Exception):
+                    await connection.execute("ROLLBACK")
             healthy = not connection.is_closed() and not connection.is_in_transaction()
             healthy = healthy and not isinstance(exc, OSError | TimeoutError)
+            healthy = healthy and isinstance(exc, Exception)
             raise
         finally:
             self._release(connection, healthy)
 
+    async def _begin(self) -> Any:
+        """A connection in a new transaction: ``BEGIN`` on a pooled one, or on a new one if
+        the pooled one turns out dead (nothing has run on it yet, so this is always safe)."""
+        for attempt in (1, 2):
+            connection, reused = await self._acquire()
+            try:
+                await connection.execute("BEGIN")
+                return connection
+            except BaseException as exc:
+                self._release(connection, False)
+                if attempt == 1 and reused and _connection_lost(exc, connection):
+                    continue
+                raise
+        raise AssertionError("unreachable")  # pragma: no cover
+
     async def atomic(self, body: Callable[[Transaction], Coroutine[Any, Any, _T]]) -> _T:
         async with self.transaction() as transaction:
             return await body(transaction)
+
+
+def _connection_lost(error: BaseException, connection: Any) -> bool:
+    """Whether ``error`` says the connection itself is gone (not an answer from the server)."""
+    if isinstance(error, OSError | ConnectionError):
+        return True
+    state = _sqlstate(error)
+    if state.startswith("08") or state in {"57P01", "57P02", "57P03"}:
+        return True
+    return state == "" and type(error).__module__.startswith("asyncpg") and connection.is_closed()

@@ -54,7 +54,6 @@ from asyncmem.sql import filters, search
 from asyncmem.sql.models import FTS_TABLE, TSVECTOR_COLUMN, Memory, MemoryVersion, Setting
 
 __all__ = [
-    "ENTRY_COLUMNS",
     "SQL",
     "Statements",
     "compile_sql",
@@ -62,25 +61,16 @@ __all__ = [
     "statements_for",
 ]
 
-ENTRY_COLUMNS = (
-    "user_id",
-    "key",
-    "value",
-    "metadata",
-    "created_at",
-    "updated_at",
-    "expires_at",
-)
-"""The columns every entry-returning statement selects, in this order."""
-
 
 @dataclass(frozen=True, slots=True)
 class SQL:
-    """A compiled statement: its text and how to order named values into driver arguments."""
+    """A compiled statement: its text, how to order named values into driver arguments, and
+    the names of the columns its rows have (callers read rows by these names)."""
 
     text: str
     names: tuple[str, ...]
     defaults: Mapping[str, Any]
+    columns: tuple[str, ...] = ()
 
     def args(self, **values: Any) -> tuple[Any, ...]:
         return tuple(values[name] if name in values else self.defaults[name] for name in self.names)
@@ -94,20 +84,26 @@ def compile_sql(statement: ClauseElement, dialect: Dialect) -> SQL:
         for name, bind in ((compiled.bind_names[b], b) for b in compiled.binds.values())
         if not bind.required and bind.value is not None
     }
-    return SQL(str(compiled), names, defaults)
+    exported = getattr(statement, "exported_columns", None)
+    columns = tuple(str(c.key) for c in exported) if exported is not None else ()
+    return SQL(str(compiled), names, defaults, columns)
 
 
 @dataclass(frozen=True, slots=True)
 class Statements:
     upsert: SQL
+    upsert_plain: SQL
     upsert_many: SQL
     retrieve: SQL
     query: SQL
     list_keys: SQL
     delete: SQL
+    delete_plain: SQL
     delete_many: SQL
     forget_user: SQL
     history: SQL
+    clock: SQL
+    expired_turn_users: SQL
     purge_expired: SQL
     purge_expired_turns: SQL
     purge_expired_versions: SQL
@@ -170,11 +166,16 @@ def _clock(dialect_name: str) -> tuple[ColumnElement[float], ColumnElement[float
     return now, now, sqlite.insert
 
 
-def _on_conflict(statement: Any, updated_at: ColumnElement[float]) -> Any:
+def _on_conflict(
+    statement: Any, updated_at: ColumnElement[float], *, only_plain: bool = False
+) -> Any:
     """Replace value and metadata, keep ``created_at`` unless the old memory had expired.
 
     ``session`` and ``context`` are left alone on purpose: RETURNING then gives the session
-    the row had, so the store sees a turn that moved conversation and fixes both.
+    the row had, so the store sees a turn that moved conversation and fixes both. With
+    ``only_plain`` a row that is a conversation turn is left as it is and no row is returned:
+    the store then redoes the write with the upkeep that turning a turn into a plain memory
+    needs, in one transaction.
     """
     expired = and_(Memory.expires_at.is_not(None), Memory.expires_at <= updated_at)
     if isinstance(statement, sqlite.Insert):
@@ -195,10 +196,11 @@ def _on_conflict(statement: Any, updated_at: ColumnElement[float]) -> Any:
             Memory.expires_at: statement.excluded.expires_at,
             Memory.facets: statement.excluded.facets,
         },
+        where=Memory.session.is_(None) if only_plain else None,
     )
 
 
-def _upsert(dialect_name: str) -> ClauseElement:
+def _upsert(dialect_name: str, *, only_plain: bool = False) -> ClauseElement:
     """Insert or replace one memory; returns its (created_at, updated_at, expires_at).
 
     ``expires_at`` is the write's time plus the ``ttl`` parameter (``NULL`` without one).
@@ -222,7 +224,7 @@ def _upsert(dialect_name: str) -> ClauseElement:
         context=bindparam("context", type_=Text),
         facets=bindparam("facets", type_=Text),
     )
-    upsert: ClauseElement = _on_conflict(statement, updated_at).returning(
+    upsert: ClauseElement = _on_conflict(statement, updated_at, only_plain=only_plain).returning(
         Memory.created_at, Memory.updated_at, Memory.expires_at, Memory.id, Memory.session
     )
     return upsert
@@ -529,6 +531,10 @@ def statements_for(dialect_name: str) -> Statements:
     # an ``expires_at IS NULL`` in RETURNING wrongly on this table (plain columns are right).
     expiry = (Memory.expires_at, now.label("now"))
     removed = (*expiry, Memory.id, Memory.session)
+    # Purging compares with one cutoff read at its start, so every statement of the purge
+    # removes the same memories.
+    cutoff = bindparam("cutoff", type_=Double)
+    expired = (Memory.expires_at.is_not(None), Memory.expires_at <= cutoff)
     turn = (Memory.id, Memory.value, Memory.context)
     same = (user, Memory.session == bindparam("session", type_=Text))
     by_id = Memory.id == bindparam("id", type_=BigInteger)
@@ -541,21 +547,36 @@ def statements_for(dialect_name: str) -> Statements:
     setting = insert(Setting).values(name=bindparam("name"), value=bindparam("value"))
     return Statements(
         upsert=sql(_upsert(dialect_name)),
+        upsert_plain=sql(_upsert(dialect_name, only_plain=True)),
         upsert_many=sql(_upsert_batch(dialect_name)),
         retrieve=sql(select(*_entry_columns()).where(*one, live)),
         query=filtered_statement(dialect_name, "query", ()),
         list_keys=filtered_statement(dialect_name, "list_keys", ()),
         delete=sql(delete(Memory).where(*one).returning(*removed)),
+        delete_plain=sql(delete(Memory).where(*one, Memory.session.is_(None)).returning(*removed)),
         delete_many=sql(delete(Memory).where(user, _keys_param(dialect_name)).returning(*removed)),
         forget_user=sql(delete(Memory).where(user).returning(*expiry)),
         history=sql(_history(dialect_name)),
-        purge_expired=sql(delete(Memory).where(Memory.expires_at <= now, Memory.session.is_(None))),
+        clock=sql(select(now.label("now"))),
+        expired_turn_users=sql(
+            select(Memory.user_id)
+            .distinct()
+            .where(*expired, Memory.session.is_not(None))
+            .order_by(Memory.user_id)
+        ),
+        purge_expired=sql(
+            delete(Memory).where(*expired, Memory.session.is_(None)).returning(Memory.id)
+        ),
         purge_expired_turns=sql(
             delete(Memory)
-            .where(Memory.expires_at <= now, Memory.session.is_not(None))
+            .where(*expired, Memory.session.is_not(None))
             .returning(Memory.user_id, Memory.id, Memory.session)
         ),
-        purge_expired_versions=sql(delete(MemoryVersion).where(MemoryVersion.expires_at <= now)),
+        purge_expired_versions=sql(
+            delete(MemoryVersion).where(
+                MemoryVersion.expires_at.is_not(None), MemoryVersion.expires_at <= cutoff
+            )
+        ),
         set_setting=sql(
             setting.on_conflict_do_update(
                 index_elements=[Setting.name], set_={Setting.value: setting.excluded.value}

@@ -6,11 +6,11 @@ import asyncio
 import dataclasses
 import functools
 import json
-import math
 import re
 import time
 from collections.abc import (
     AsyncIterator,
+    Awaitable,
     Callable,
     Collection,
     Coroutine,
@@ -18,7 +18,6 @@ from collections.abc import (
     Mapping,
     Sequence,
 )
-from contextlib import asynccontextmanager
 from typing import Any, TypeVar
 
 from sqlalchemy import bindparam
@@ -38,17 +37,20 @@ from asyncmem.backend import (
     check_offset,
     check_page_limit,
     check_page_size,
+    check_seconds,
     check_text,
+    check_timestamp,
     check_ttl,
     check_value,
     check_where,
     metadata_json,
 )
 from asyncmem.errors import AsyncmemError, InvalidInputError
-from asyncmem.sql import filters, migrate, search
+from asyncmem.sql import conversations, filters, migrate, search
 from asyncmem.sql.drivers import (
     Driver,
     PostgresDriver,
+    Row,
     SQLiteDriver,
     Transaction,
     translate_errors,
@@ -65,7 +67,6 @@ from asyncmem.sql.search import (
     candidate_count,
     facets_of,
     fts5_expression,
-    neighbour_contexts,
     query_terms,
     rerank,
     session_of,
@@ -118,9 +119,9 @@ def _batch_chunks(items: list[BatchItem]) -> list[str]:
     return chunks
 
 
-def _live_count(rows: list[Any]) -> int:
+def _live_count(rows: Sequence[Row]) -> int:
     """How many deleted rows (``expires_at``, ``now``, ...) had not expired."""
-    return sum(1 for row in rows if row[0] is None or row[0] > row[1])
+    return sum(1 for row in rows if row["expires_at"] is None or row["expires_at"] > row["now"])
 
 
 def _one_word_queries(terms: list[str]) -> dict[str, str]:
@@ -128,8 +129,17 @@ def _one_word_queries(terms: list[str]) -> dict[str, str]:
     return {f"term{i}": tsquery_expression([term]) for i, term in enumerate(terms)}
 
 
-def _entry(row: Any, score: float | None = None) -> MemoryEntry:
-    return MemoryEntry(row[0], row[1], row[2], _metadata(row[3]), row[4], row[5], score, row[6])
+def _entry(row: Row, score: float | None = None) -> MemoryEntry:
+    return MemoryEntry(
+        row["user_id"],
+        row["key"],
+        row["value"],
+        _metadata(row["metadata"]),
+        row["created_at"],
+        row["updated_at"],
+        score,
+        row["expires_at"],
+    )
 
 
 class SQLBackend(BackendBase):
@@ -196,6 +206,8 @@ class SQLBackend(BackendBase):
         self.backend_name = f"sql ({self.dialect})"
         self.is_cloud = not is_local(self._url)
         self.auto_migrate = self.dialect == "sqlite" if auto_migrate is None else auto_migrate
+        busy_timeout = check_seconds("busy_timeout", busy_timeout)
+        timeout = check_seconds("timeout", timeout, low=0.001)
         self._busy_timeout = busy_timeout
         self._timeout = timeout
         self._sql: Statements = statements_for(self.dialect)
@@ -251,19 +263,37 @@ class SQLBackend(BackendBase):
     async def _close(self) -> None:
         await self._driver.close()
 
+    async def _run(self, operation: str, work: Callable[[Driver], Awaitable[_T]]) -> _T:
+        """Run ``work`` on the driver for ``operation``: open first if need be, and translate
+        what the driver raises into asyncmem's errors."""
+        await self._ready()
+        with translate_errors(operation):
+            return await work(self._driver)
+
     async def _fetch(
         self, operation: str, sql: SQL, args: Sequence[Any], *, write: bool = False
-    ) -> list[Any]:
-        """Run one statement for ``operation`` (opening first if need be); return its rows."""
-        await self._ready()
-        with translate_errors(operation):
-            return await self._driver.fetch(sql, args, write=write)
+    ) -> list[Row]:
+        """Run one statement for ``operation``; return its rows."""
+        return await self._run(operation, lambda driver: driver.fetch(sql, args, write=write))
 
-    async def _execute(self, operation: str, sql: SQL, args: Sequence[Any]) -> int:
-        """Run one writing statement for ``operation``; return how many rows it changed."""
-        await self._ready()
-        with translate_errors(operation):
-            return await self._driver.execute(sql, args)
+    async def _atomic(
+        self,
+        operation: str,
+        users: Collection[str],
+        body: Callable[[Transaction], Coroutine[Any, Any, _T]],
+    ) -> _T:
+        """Run ``body`` as one write transaction that first takes the ``users``' locks
+        (:func:`~asyncmem.sql.conversations.lock_users`); on SQLite in one trip to the writer.
+
+        ``body`` may await only its transaction's statements (see ``SQLiteDriver.atomic``).
+        Either everything it wrote commits, or nothing does.
+        """
+
+        async def locked(transaction: Transaction) -> _T:
+            await conversations.lock_users(transaction, self._sql, users)
+            return await body(transaction)
+
+        return await self._run(operation, lambda driver: driver.atomic(locked))
 
     def _now(self) -> float:
         """This process's clock, never repeating, for SQLite writes (which it serialises)."""
@@ -309,7 +339,6 @@ class SQLBackend(BackendBase):
         clean, metadata_text = metadata_json(metadata)
         seconds = check_ttl(ttl)
         session = session_of(clean)
-        upsert = self._sql.upsert
         values = {
             "user_id": user_id,
             "key": key,
@@ -319,189 +348,42 @@ class SQLBackend(BackendBase):
             "session": session,
             "facets": facets_of(clean, value),
         }
+        now = self._now()
+        row = None
         if session is None:
-            args = upsert.args(context="", now=self._now(), **values)
-            (row,) = await self._fetch("store", upsert, args, write=True)
-            if row[4] is not None:
-                async with self._upkeep("store", [user_id]) as transaction:
-                    await self._leave(transaction, user_id, row[3], row[4])
-        else:
-            now = self._now()
+            # One statement for the common case; a memory that was a conversation turn is
+            # left alone by it and rewritten below, with the upkeep, in one transaction.
+            plain = self._sql.upsert_plain
+            rows = await self._fetch(
+                "store", plain, plain.args(context="", now=now, **values), write=True
+            )
+            row = rows[0] if rows else None
+        if row is None:
             row = await self._atomic(
-                "store", [user_id], lambda transaction: self._store_turn(transaction, values, now)
+                "store", [user_id], lambda transaction: self._store(transaction, values, now)
             )
-        return MemoryEntry(user_id, key, value, clean, row[0], row[1], None, row[2])
-
-    async def _store_turn(
-        self, transaction: Transaction, values: dict[str, Any], now: float
-    ) -> Any:
-        """Upsert a conversation turn and keep its neighbours' contexts exact.
-
-        The common case, a new last turn, reads the conversation's last turns once, writes
-        the turn with its context and updates the previous turns whose context changed. A
-        turn stored again, or moved from another conversation, has the windows around it
-        (in the old and the new conversation) recomputed.
-        """
-        sql = self._sql
-        user_id, session = values["user_id"], values["session"]
-        tail = list(
-            reversed(
-                await transaction.fetch(
-                    sql.turns_tail, sql.turns_tail.args(user_id=user_id, session=session)
-                )
-            )
+        return MemoryEntry(
+            user_id,
+            key,
+            value,
+            clean,
+            row["created_at"],
+            row["updated_at"],
+            None,
+            row["expires_at"],
         )
-        # Only the last CONTEXT_AFTER turns of the tail see the new turn; the rest are read
-        # for their words.
-        first = max(0, len(tail) - search.CONTEXT_AFTER)
-        contexts = neighbour_contexts([turn[1] for turn in tail] + [values["value"]], first=first)
-        args = sql.upsert.args(context=contexts[-1], now=now, **values)
-        (row,) = await transaction.fetch(sql.upsert, args)
-        row_id, old = row[3], row[4]
-        if old == session and (not tail or row_id > tail[-1][0]):
-            await self._write_contexts(transaction, tail[first:], contexts, None)
-            return row
-        if old != session:
-            await transaction.fetch(
-                sql.set_session, sql.set_session.args(id=row_id, new_session=session)
+
+    async def _store(self, transaction: Transaction, values: dict[str, Any], now: float) -> Row:
+        """The transaction of a ``store`` that a conversation's upkeep goes with."""
+        if values["session"] is not None:
+            return await conversations.store_turn(transaction, self._sql, values, now)
+        upsert = self._sql.upsert
+        (row,) = await transaction.fetch(upsert, upsert.args(context="", now=now, **values))
+        if row["session"] is not None:
+            await conversations.leave(
+                transaction, self._sql, values["user_id"], row["id"], row["session"]
             )
-            if old is not None:
-                await self._refresh(transaction, user_id, old, row_id)
-        await self._refresh(transaction, user_id, session, row_id)
         return row
-
-    @asynccontextmanager
-    async def _upkeep(self, operation: str, users: Collection[str]) -> AsyncIterator[Transaction]:
-        """A write transaction for conversation upkeep (DESIGN.md §8).
-
-        On PostgreSQL it first takes one advisory lock per user (in a fixed order), before
-        any row lock: each upkeep then reads the turns the one before it committed, and no
-        two writes wait on each other's rows (upkeep updates rows other than the one written).
-        Writes of different users still run in parallel. SQLite serialises writers already.
-        """
-        await self._ready()
-        with translate_errors(operation):
-            async with self._driver.transaction() as transaction:
-                await self._lock_users(transaction, users)
-                yield transaction
-
-    async def _atomic(
-        self,
-        operation: str,
-        users: Collection[str],
-        body: Callable[[Transaction], Coroutine[Any, Any, _T]],
-    ) -> _T:
-        """Run ``body`` as the transaction of :meth:`_upkeep`, in one trip on SQLite.
-
-        ``body`` may await only its transaction's statements (see ``SQLiteDriver.atomic``).
-        """
-
-        async def locked(transaction: Transaction) -> _T:
-            await self._lock_users(transaction, users)
-            return await body(transaction)
-
-        await self._ready()
-        with translate_errors(operation):
-            return await self._driver.atomic(locked)
-
-    async def _lock_users(self, transaction: Transaction, users: Collection[str]) -> None:
-        """PostgreSQL: take each user's advisory lock, in a fixed order (SQLite: nothing)."""
-        lock = self._sql.lock_user
-        if lock is not None:
-            for user_id in sorted(set(users)):
-                await transaction.fetch(lock, lock.args(user_id=user_id))
-
-    async def _write_contexts(
-        self,
-        transaction: Transaction,
-        rows: Sequence[Any],
-        contexts: list[str],
-        at: int | None,
-    ) -> None:
-        """Store the contexts of ``rows`` (id, value, context) that changed.
-
-        With ``at``, only the rows whose window holds position ``at`` (from
-        :data:`~asyncmem.sql.search.CONTEXT_AFTER` before it to
-        :data:`~asyncmem.sql.search.CONTEXT_BEFORE` after it): the others were read for their
-        words only; their own windows reach past what was read.
-        """
-        if at is None:
-            near = range(len(rows))
-        else:
-            near = range(max(0, at - search.CONTEXT_AFTER), at + search.CONTEXT_BEFORE + 1)
-        set_context = self._sql.set_context
-        changed = [
-            set_context.args(id=rows[i][0], context=contexts[i])
-            for i in near
-            if i < len(rows) and rows[i][2] != contexts[i]
-        ]
-        if changed:
-            await transaction.executemany(set_context, changed)
-
-    async def _refresh(
-        self, transaction: Transaction, user_id: str, session: str, around: int
-    ) -> None:
-        """Rewrite the contexts of the turns whose neighbours changed at row ``around``.
-
-        A change at ``around`` (stored, updated, deleted, moved in or out) alters the context
-        of the turns whose window reaches it; their own windows read up to ``CONTEXT_BEFORE +
-        CONTEXT_AFTER`` turns from it on each side, so that much is read and only changed
-        contexts are written.
-        """
-        sql = self._sql
-        window = {"user_id": user_id, "session": session, "around": around}
-        rows = list(
-            reversed(await transaction.fetch(sql.turns_before, sql.turns_before.args(**window)))
-        )
-        at = len(rows)
-        rows += await transaction.fetch(sql.turns_from, sql.turns_from.args(**window))
-        await self._write_contexts(transaction, rows, neighbour_contexts([r[1] for r in rows]), at)
-
-    async def _rewrite(self, transaction: Transaction, user_id: str, session: str) -> None:
-        """Recompute every turn's context of one conversation (after a batch wrote to it)."""
-        turns = self._sql.turns_all
-        rows = await transaction.fetch(turns, turns.args(user_id=user_id, session=session))
-        await self._write_contexts(
-            transaction, rows, neighbour_contexts([r[1] for r in rows]), None
-        )
-
-    async def _leave(
-        self, transaction: Transaction, user_id: str, row_id: int, session: str
-    ) -> None:
-        """A memory stored without a session left ``session``: clear it, mend the gap.
-
-        Runs after the store's own statement committed, so it clears the row's session only
-        if no other write has moved it since.
-        """
-        clear = self._sql.clear_session
-        await transaction.fetch(clear, clear.args(id=row_id, session=session))
-        await self._refresh(transaction, user_id, session, row_id)
-
-    async def _settle(
-        self, transaction: Transaction, changes: Iterable[tuple[str, int, Any, Any]]
-    ) -> None:
-        """After a batch: move rows whose session changed, recompute every touched session.
-
-        ``changes`` are (user_id, row id, session the row had, session it should have).
-        """
-        set_session = self._sql.set_session
-        touched: set[tuple[str, str]] = set()
-        for user_id, row_id, old, new in changes:
-            if old != new:
-                await transaction.fetch(set_session, set_session.args(id=row_id, new_session=new))
-            touched.update((user_id, s) for s in (old, new) if s is not None)
-        for user_id, session in sorted(touched):
-            await self._rewrite(transaction, user_id, session)
-
-    async def _mend(self, operation: str, removed: Iterable[tuple[str, int, Any]]) -> None:
-        """After a write outside a transaction removed memories (user_id, row id, session):
-        recompute the windows around the turns among them, so no context keeps their words."""
-        gaps = [(user_id, row_id, session) for user_id, row_id, session in removed if session]
-        if not gaps:
-            return
-        async with self._upkeep(operation, [user_id for user_id, _, _ in gaps]) as transaction:
-            for user_id, row_id, session in gaps:
-                await self._refresh(transaction, user_id, session, row_id)
 
     async def retrieve(self, user_id: str, key: str) -> MemoryEntry | None:
         check_id("user_id", user_id)
@@ -552,10 +434,11 @@ class SQLBackend(BackendBase):
             **bound,
         )
         rows = await self._fetch("query", sql, args)
-        entries = [_entry(row, float(row[7])) for row in rows]
+        scores = [float(row["score"]) for row in rows]
+        entries = [_entry(row, score) for row, score in zip(rows, scores, strict=True)]
         ranked = rerank(
             terms,
-            [float(row[7]) for row in rows],
+            scores,
             [entry.metadata for entry in entries],
             limit,
             values=[entry.value for entry in entries],
@@ -581,29 +464,66 @@ class SQLBackend(BackendBase):
             count = -1
         args = sql.args(user_id=user_id, limit=count, offset=skip, now=time.time(), **bound)
         rows = await self._fetch("list_keys", sql, args)
-        return [row[0] for row in rows]
+        return [row["key"] for row in rows]
 
     async def delete(self, user_id: str, key: str) -> bool:
-        """Delete a memory and its versions; ``True`` if it was there and not expired."""
+        """Delete a memory and its versions; ``True`` if it was there and not expired.
+
+        A conversation turn goes together with the upkeep of its neighbours' contexts, in one
+        transaction: once this returns, no query finds the memory through any of them.
+        """
         check_id("user_id", user_id)
         check_id("key", key)
-        args = self._sql.delete.args(user_id=user_id, key=key, now=time.time())
-        rows = await self._fetch("delete", self._sql.delete, args, write=True)
-        await self._mend("delete", [(user_id, row[2], row[3]) for row in rows])
+        sql = self._sql
+        now = time.time()
+        plain = sql.delete_plain
+        rows = await self._fetch(
+            "delete", plain, plain.args(user_id=user_id, key=key, now=now), write=True
+        )
+        if not rows:
+            args = sql.delete.args(user_id=user_id, key=key, now=now)
+            rows = await self._atomic(
+                "delete",
+                [user_id],
+                lambda transaction: self._remove(transaction, user_id, sql.delete, args),
+            )
         return _live_count(rows) > 0
+
+    async def _remove(
+        self, transaction: Transaction, user_id: str, statement: SQL, args: Sequence[Any]
+    ) -> list[Row]:
+        """Run a ``statement`` deleting memories of ``user_id`` that returns their ``id``,
+        ``session`` and expiry, and mend the conversations it cut."""
+        rows = await transaction.fetch(statement, args)
+        await conversations.close_gaps(
+            transaction, self._sql, [(user_id, row["id"], row["session"]) for row in rows]
+        )
+        return rows
 
     async def forget_user(self, user_id: str) -> int:
         """Delete every memory and version of ``user_id``; return how many live ones there were.
 
-        On SQLite the full-text index is then optimised (rewritten in one segment), so the
-        user's words are gone from its shadow tables too, not only marked deleted: this costs
-        time in proportion to the whole index, not to the user's memories.
+        One transaction. On SQLite it also optimises the full-text index (rewrites it as one
+        segment), so the user's words are gone from its shadow tables, not only marked
+        deleted, and a retry after a failure redoes that too; then the WAL is checkpointed
+        and truncated, so no copy of the user's memories is left in the ``-wal`` file either.
+        The optimisation costs time in proportion to the whole index, not the user's
+        memories.
         """
         check_id("user_id", user_id)
-        args = self._sql.forget_user.args(user_id=user_id, now=time.time())
-        rows = await self._fetch("forget_user", self._sql.forget_user, args, write=True)
-        if rows and self.dialect == "sqlite":
-            await self._execute("forget_user", self._sql.fts_optimize, ())
+        sql = self._sql
+        args = sql.forget_user.args(user_id=user_id, now=time.time())
+
+        async def forget(transaction: Transaction) -> list[Row]:
+            rows = await transaction.fetch(sql.forget_user, args)
+            if self.dialect == "sqlite":
+                await transaction.fetch(sql.fts_optimize, ())
+            return rows
+
+        rows = await self._atomic("forget_user", [user_id], forget)
+        driver = self._driver
+        if isinstance(driver, SQLiteDriver):
+            await self._run("forget_user", lambda _: driver.checkpoint())
         return _live_count(rows)
 
     def scan(
@@ -636,7 +556,7 @@ class SQLBackend(BackendBase):
                 yield _entry(row)
             if len(rows) < size:
                 return
-            after = rows[-1][7]
+            after = rows[-1]["id"]
 
     async def history(self, user_id: str, key: str, limit: int = 10) -> list[MemoryEntry]:
         """The memory and its kept previous versions, newest first; ``[]`` if it is gone."""
@@ -663,45 +583,32 @@ class SQLBackend(BackendBase):
         if not checked:
             await self._ready()
             return []
-        upsert = self._sql.upsert_many
+        sql = self._sql
         chunks = _batch_chunks(checked)
         now = self._now()
-        stored: list[Any] = []
         sessions = {item.key: session_of(item.metadata) for item in checked}
-        if any(session is not None for session in sessions.values()):
-            async with self._upkeep("store_many", [user_id]) as transaction:
-                for chunk in chunks:
-                    args = upsert.args(user_id=user_id, items=chunk, now=now)
-                    stored.extend(await transaction.fetch(upsert, args))
-                await self._settle(
-                    transaction, [(user_id, r[4], r[5], sessions[r[0]]) for r in stored]
-                )
-        elif len(chunks) == 1:
-            args = upsert.args(user_id=user_id, items=chunks[0], now=now)
-            stored = await self._fetch("store_many", upsert, args, write=True)
-        else:
-            await self._ready()
-            with translate_errors("store_many"):
-                async with self._driver.transaction() as transaction:
-                    for chunk in chunks:
-                        args = upsert.args(user_id=user_id, items=chunk, now=now)
-                        stored.extend(await transaction.fetch(upsert, args))
-        left = [(user_id, r[4], r[5], None) for r in stored if r[5] is not None]
-        if left and all(session is None for session in sessions.values()):
-            async with self._upkeep("store_many", [user_id]) as transaction:
-                for _, row_id, old, _ in left:
-                    await self._leave(transaction, user_id, row_id, old)
-        times = {row[0]: (row[1], row[2], row[3]) for row in stored}
+
+        async def write(transaction: Transaction) -> list[Row]:
+            stored: list[Row] = []
+            for chunk in chunks:
+                args = sql.upsert_many.args(user_id=user_id, items=chunk, now=now)
+                stored.extend(await transaction.fetch(sql.upsert_many, args))
+            changes = [(user_id, r["id"], r["session"], sessions[r["key"]]) for r in stored]
+            await conversations.settle(transaction, sql, changes)
+            return stored
+
+        stored = await self._atomic("store_many", [user_id], write)
+        times = {row["key"]: row for row in stored}
         return [
             MemoryEntry(
                 user_id,
                 item.key,
                 item.value,
                 item.metadata,
-                times[item.key][0],
-                times[item.key][1],
+                times[item.key]["created_at"],
+                times[item.key]["updated_at"],
                 None,
-                times[item.key][2],
+                times[item.key]["expires_at"],
             )
             for item in checked
         ]
@@ -718,26 +625,42 @@ class SQLBackend(BackendBase):
             return 0
         sql = self._sql.delete_many
         args = sql.args(user_id=user_id, keys=self._keys_arg(checked), now=time.time())
-        rows = await self._fetch("delete_many", sql, args, write=True)
-        await self._mend("delete_many", [(user_id, row[2], row[3]) for row in rows])
+        rows = await self._atomic(
+            "delete_many",
+            [user_id],
+            lambda transaction: self._remove(transaction, user_id, sql, args),
+        )
         return _live_count(rows)
 
     async def purge_expired(self) -> int:
         """Delete expired memories (and expired versions); return how many memories went.
 
         Not needed for correctness (reads already hide them); it reclaims space, and takes
-        purged turns out of their neighbours' contexts.
+        purged turns out of their neighbours' contexts, in the same transaction.
         """
-        now = time.time()
-        purge = self._sql.purge_expired
-        count = await self._execute("purge_expired", purge, purge.args(now=now))
-        turns = self._sql.purge_expired_turns
-        gone = await self._fetch("purge_expired", turns, turns.args(now=now), write=True)
-        await self._mend("purge_expired", [(row[0], row[1], row[2]) for row in gone])
-        count += len(gone)
-        versions = self._sql.purge_expired_versions
-        await self._execute("purge_expired", versions, versions.args(now=now))
-        return count
+        sql = self._sql
+
+        async def purge(transaction: Transaction) -> int:
+            (clock,) = await transaction.fetch(sql.clock, sql.clock.args(now=time.time()))
+            cutoff = clock["now"]
+            users = await transaction.fetch(
+                sql.expired_turn_users, sql.expired_turn_users.args(cutoff=cutoff)
+            )
+            await conversations.lock_users(transaction, sql, [row["user_id"] for row in users])
+            plain = await transaction.fetch(
+                sql.purge_expired, sql.purge_expired.args(cutoff=cutoff)
+            )
+            turns = await transaction.fetch(
+                sql.purge_expired_turns, sql.purge_expired_turns.args(cutoff=cutoff)
+            )
+            await conversations.close_gaps(
+                transaction, sql, [(row["user_id"], row["id"], row["session"]) for row in turns]
+            )
+            versions = sql.purge_expired_versions
+            await transaction.fetch(versions, versions.args(cutoff=cutoff))
+            return len(plain) + len(turns)
+
+        return await self._atomic("purge_expired", (), purge)
 
     async def import_entries(self, entries: Iterable[MemoryEntry]) -> int:
         """Upsert ``entries`` with their own timestamps and expiry, all or nothing.
@@ -749,24 +672,25 @@ class SQLBackend(BackendBase):
         every entry or none. At most :data:`MAX_IMPORT_BATCH` distinct memories a call; a
         key given twice keeps its last entry. Returns the number of memories written.
         """
-        rows: dict[tuple[str, str], tuple[Any, ...]] = {}
+        rows: dict[tuple[str, str], dict[str, Any]] = {}
         for entry in entries:
             user_id = check_id("user_id", entry.user_id)
             key = check_id("key", entry.key)
             clean, metadata_text = metadata_json(entry.metadata)
-            rows[(user_id, key)] = (
+            fields = (
                 user_id,
                 key,
                 check_value(entry.value),
                 metadata_text,
-                _check_timestamp("created_at", entry.created_at),
-                _check_timestamp("updated_at", entry.updated_at),
+                check_timestamp("created_at", entry.created_at),
+                check_timestamp("updated_at", entry.updated_at),
                 None
                 if entry.expires_at is None
-                else _check_timestamp("expires_at", entry.expires_at),
+                else check_timestamp("expires_at", entry.expires_at),
                 session_of(clean),
                 facets_of(clean, entry.value),
             )
+            rows[(user_id, key)] = dict(zip(_IMPORT_FIELDS, fields, strict=True))
         if len(rows) > MAX_IMPORT_BATCH:
             raise InvalidInputError(f"import at most {MAX_IMPORT_BATCH} memories a call")
         if not rows:
@@ -776,23 +700,19 @@ class SQLBackend(BackendBase):
         named = {
             f"{field}_{n}": value
             for n, row in enumerate(rows.values())
-            for field, value in zip(_IMPORT_FIELDS, row, strict=True)
+            for field, value in row.items()
         }
-        sessions = {(row[0], row[1]): row[7] for row in rows.values()}
-        users = {row[0] for row in rows.values()}
-        if any(session is not None for session in sessions.values()):
-            async with self._upkeep("import_entries", users) as transaction:
-                written = await transaction.fetch(sql, sql.args(**named))
-                await self._settle(
-                    transaction, [(u, i, old, sessions[u, k]) for u, k, i, old in written]
-                )
-            return len(rows)
-        written = await self._fetch("import_entries", sql, sql.args(**named), write=True)
-        left = [(u, i, old) for u, _, i, old in written if old is not None]
-        if left:
-            async with self._upkeep("import_entries", users) as transaction:
-                for user_id, row_id, old in left:
-                    await self._leave(transaction, user_id, row_id, old)
+        sessions = {user_and_key: row["session"] for user_and_key, row in rows.items()}
+
+        async def write(transaction: Transaction) -> None:
+            written = await transaction.fetch(sql, sql.args(**named))
+            changes = [
+                (r["user_id"], r["id"], r["session"], sessions[r["user_id"], r["key"]])
+                for r in written
+            ]
+            await conversations.settle(transaction, self._sql, changes)
+
+        await self._atomic("import_entries", {user_id for user_id, _ in rows}, write)
         return len(rows)
 
 
@@ -809,12 +729,6 @@ _IMPORT_FIELDS = (
 )
 MAX_IMPORT_BATCH = 1000
 """Most memories one :meth:`SQLBackend.import_entries` call takes (one statement's worth)."""
-
-
-def _check_timestamp(what: str, value: object) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-        raise InvalidInputError(f"{what} must be a finite number of unix seconds")
-    return float(value)
 
 
 @functools.lru_cache(maxsize=8)
