@@ -45,15 +45,26 @@ def make_value(seed: int, index: int, size: int) -> str:
 def operations(seed: int) -> list[Operation]:
     """The operations a worker runs for ``seed``: new keys, overwrites of one hot key, and
     deletes of keys stored earlier in the same run. Mostly small values, some up to 100 kB so
-    that kills also land in the middle of large writes and WAL checkpoints."""
+    that kills also land in the middle of large writes and WAL checkpoints. A third of the
+    stores are conversation turns (``metadata.session``), so kills also land inside the upkeep
+    of their neighbours' contexts, and some plain stores and deletes hit former turns."""
     rng = random.Random(seed)
     stored: list[str] = []
     result: list[Operation] = []
     for index in range(MAX_OPERATIONS):
         roll = rng.random()
         size = rng.randint(1, 100_000) if rng.random() < 0.05 else rng.randint(1, 2000)
-        metadata = {"seed": seed, "index": index, "tag": rng.choice(["α", "β", "🐈", "x"])}
-        if roll < 0.2:
+        metadata: dict[str, Any] = {
+            "seed": seed,
+            "index": index,
+            "tag": rng.choice(["α", "β", "🐈", "x"]),
+        }
+        if rng.random() < 0.35:
+            metadata["session"] = rng.choice(["s1", "s2", 3])
+        if roll < 0.1 and stored:
+            key = rng.choice(stored)
+            result.append(Operation("store", key, make_value(seed, index, size), metadata))
+        elif roll < 0.2:
             result.append(Operation("store", HOT_KEY, make_value(seed, index, size), metadata))
         elif roll < 0.3 and stored:
             result.append(Operation("delete", stored.pop(rng.randrange(len(stored)))))

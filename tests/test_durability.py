@@ -31,6 +31,7 @@ from typing import Any
 import pytest
 
 from asyncmem import SQLBackend
+from asyncmem.sql.search import neighbour_contexts
 from tests._crash_worker import HOT_KEY, USER, Operation, operations
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -124,6 +125,27 @@ def _apply(state: State, op: Operation) -> State:
     return after
 
 
+def _check_contexts(raw: sqlite3.Connection) -> None:
+    """Every turn's context is what a from-scratch recomputation gives: no kill left a write
+    half applied (a turn gone or changed while its neighbours still hold its old words)."""
+    conversations: dict[str, list[tuple[str, str, str]]] = {}
+    found: dict[str, str] = {}
+    for key, value, session, context in raw.execute(
+        "SELECT key, value, session, context FROM memories WHERE user_id = ? ORDER BY id", (USER,)
+    ):
+        found[key] = context
+        if session is not None:
+            conversations.setdefault(session, []).append((key, value, context))
+    expected = dict.fromkeys(found, "")
+    for turns in conversations.values():
+        contexts = neighbour_contexts([value for _, value, _ in turns])
+        expected.update(
+            (key, context) for (key, _, _), context in zip(turns, contexts, strict=True)
+        )
+    half_applied = sorted(key for key in found if found[key] != expected[key])
+    assert half_applied == [], f"contexts left half applied: {half_applied}"
+
+
 def _read_file(db: Path) -> State:
     """The memories in ``db``, read with the sqlite3 module after both integrity checks."""
     raw = sqlite3.connect(db)
@@ -134,6 +156,7 @@ def _read_file(db: Path) -> State:
             "SELECT user_id, key FROM memories GROUP BY user_id, key HAVING COUNT(*) > 1"
         ).fetchall()
         assert duplicates == []
+        _check_contexts(raw)
         rows = raw.execute(
             "SELECT key, value, metadata FROM memories WHERE user_id = ?", (USER,)
         ).fetchall()
