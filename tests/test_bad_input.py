@@ -214,3 +214,31 @@ async def test_more_hostile_query_text_is_data(store: MemoryBackend) -> None:
         if text in FINDS_CAT:
             assert [hit.key for hit in hits] == ["pet"], text
     assert await _snapshot(store) == before
+
+
+@pytest.mark.parametrize("ttl", [10**400, -(10**400), float("nan"), float("inf"), 0, -1])
+async def test_ttl_beyond_float_range_is_invalid_input(backend: MemoryBackend, ttl: Any) -> None:
+    await backend.store("alice", "kept", "kept value")
+    with pytest.raises(InvalidInputError, match="ttl"):
+        await backend.store("alice", "kept", "replaced", ttl=ttl)
+    with pytest.raises(InvalidInputError, match="ttl"):
+        await backend.store_many("alice", [{"key": "kept", "value": "replaced", "ttl": ttl}])
+    if backend.backend_name != "null":
+        entry = await backend.retrieve("alice", "kept")
+        assert entry is not None
+        assert entry.value == "kept value"
+
+
+async def test_a_session_id_larger_than_its_limit_is_invalid_input(backend: MemoryBackend) -> None:
+    from asyncmem.backend import MAX_SESSION_BYTES
+
+    # As JSON text the session has its quotes: at the limit, then one byte past it.
+    await backend.store("alice", "turn", "kept", {"session": "s" * (MAX_SESSION_BYTES - 2)})
+    with pytest.raises(InvalidInputError, match="session"):
+        await backend.store("alice", "turn", "replaced", {"session": "s" * (MAX_SESSION_BYTES - 1)})
+    with pytest.raises(InvalidInputError, match="session"):
+        await backend.store("alice", "turn", "replaced", {"session": "é" * MAX_SESSION_BYTES})
+    if backend.backend_name != "null":
+        entry = await backend.retrieve("alice", "turn")
+        assert entry is not None
+        assert entry.value == "kept"

@@ -15,7 +15,13 @@ from typing import Any
 import pytest
 from sqlalchemy.engine import make_url
 
-from asyncmem import AsyncmemError, InvalidInputError, SQLBackend, open_backend
+from asyncmem import (
+    AsyncmemError,
+    BackendUnavailableError,
+    InvalidInputError,
+    SQLBackend,
+    open_backend,
+)
 from tests.backends import PG_ENABLED, PG_URL, pg_schema
 from tests.test_faults import on_sqlite_connections
 
@@ -150,3 +156,45 @@ async def test_no_password_or_secret_on_postgresql(caplog: pytest.LogCaptureFixt
         assert SECRET not in text
     assert PASSWORD not in caplog.text
     assert SECRET not in caplog.text
+
+
+@pytest.mark.usefixtures("umask_zero")
+async def test_every_directory_the_store_creates_is_private(tmp_path: Path) -> None:
+    existing = tmp_path / "existing"
+    existing.mkdir(mode=0o755)
+    path = existing / "a" / "b" / "c" / "memory.db"
+    async with SQLBackend(f"sqlite:///{path}") as backend:
+        await backend.store("alice", "k", SECRET)
+    for directory in (existing / "a", existing / "a" / "b", existing / "a" / "b" / "c"):
+        assert _mode(directory) == 0o700, directory
+    assert _mode(existing) == 0o755  # a directory that was there is left as it was
+
+
+@pytest.mark.parametrize("mode", [0o620, 0o602, 0o666])
+async def test_a_database_file_others_can_write_is_refused(tmp_path: Path, mode: int) -> None:
+    path = tmp_path / "memory.db"
+    async with SQLBackend(f"sqlite:///{path}") as backend:
+        await backend.store("alice", "k", SECRET)
+    path.chmod(mode)
+    with pytest.raises(BackendUnavailableError, match="writable by other users"):
+        async with SQLBackend(f"sqlite:///{path}"):
+            pass
+    async with SQLBackend(f"sqlite:///{path}", allow_shared_file=True) as backend:
+        entry = await backend.retrieve("alice", "k")
+        assert entry is not None
+        assert entry.value == SECRET
+    assert _mode(path) == mode  # never changed behind the caller's back
+
+
+async def test_a_database_file_of_another_user_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "memory.db"
+    async with SQLBackend(f"sqlite:///{path}") as backend:
+        await backend.store("alice", "k", SECRET)
+    if os.geteuid() != 0:
+        pytest.skip("changing a file's owner needs root")
+    os.chown(path, 12345, -1)
+    with pytest.raises(BackendUnavailableError, match="owned by another user"):
+        async with SQLBackend(f"sqlite:///{path}"):
+            pass
+    async with SQLBackend(f"sqlite:///{path}", allow_shared_file=True) as backend:
+        assert await backend.retrieve("alice", "k") is not None

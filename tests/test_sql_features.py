@@ -14,7 +14,7 @@ import pytest
 from sqlalchemy import JSON, column, table, text
 from sqlalchemy.dialects.postgresql import JSONB
 
-from asyncmem import InvalidInputError, SQLBackend
+from asyncmem import InvalidInputError, MemoryEntry, SQLBackend
 from asyncmem.sql import migrate
 from asyncmem.sql.engine import make_engine, normalize_url
 from tests.backends import PG_ENABLED, PG_URL, pg_schema
@@ -247,3 +247,22 @@ def test_db_purge_command(tmp_path: Path, capsys: pytest.CaptureFixture[str]) ->
     assert "purged 1 expired memories" in capsys.readouterr().out
     with sqlite3.connect(tmp_path / "memory.db") as raw:
         assert [row[0] for row in raw.execute("SELECT key FROM memories")] == ["kept"]
+
+
+@pytest.mark.parametrize("setting", ["busy_timeout", "timeout"])
+@pytest.mark.parametrize("value", [float("nan"), float("inf"), -1.0, 10**400, "5", True])
+def test_bad_timeouts_are_invalid_input(setting: str, value: Any) -> None:
+    with pytest.raises(InvalidInputError, match=setting):
+        SQLBackend("sqlite:///unused.db", **{setting: value})
+
+
+async def test_imported_timestamps_beyond_float_range_are_invalid_input(
+    sql_store: SQLBackend,
+) -> None:
+    await sql_store.store("alice", "kept", "kept value")
+    entry = MemoryEntry("alice", "kept", "replaced", {}, 10**400, 1.0)
+    with pytest.raises(InvalidInputError, match="created_at"):
+        await sql_store.import_entries([entry])
+    kept = await sql_store.retrieve("alice", "kept")
+    assert kept is not None
+    assert kept.value == "kept value"

@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
+import subprocess
+import sys
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
@@ -309,3 +311,41 @@ async def test_postgresql_writes_behind_a_held_user_lock_change_nothing() -> Non
         assert await backend.delete("alice", "t2") is True
         await _check_whole(backend)
         await _expect_gone(backend, "alice", "word2")
+
+
+@pytest.mark.skipif("postgresql" not in BACKEND_FACTORIES, reason="PostgreSQL is off")
+async def test_a_pooled_connection_that_died_is_replaced_without_a_failed_call() -> None:
+    """The server ended the connection while it sat idle in the pool (a restart does that)
+    and the event loop never ran in between, so the pool could not know before the call:
+    3cc52d2 failed that call with SQLSTATE 08003."""
+    async with (
+        pg_schema() as schema,
+        SQLBackend(PG_URL, schema=schema, auto_migrate=True, pool_size=1) as backend,
+    ):
+        await backend.store("alice", "k", "v")
+        for call in ("retrieve", "store", "delete", "store a turn"):
+            (row,) = await backend._driver.fetch(SQL("SELECT pg_backend_pid()", (), {}), ())
+            # Blocking on purpose: the loop must not see the connection close.
+            subprocess.run(  # noqa: ASYNC221
+                [sys.executable, "-c", _TERMINATE, PG_URL.replace("+asyncpg", ""), str(row[0])],
+                check=True,
+                timeout=30,
+            )
+            if call == "retrieve":
+                assert await backend.retrieve("alice", "k") is not None
+            elif call == "store":
+                await backend.store("alice", "k2", "v2")
+            elif call == "delete":
+                assert await backend.delete("alice", "k2") is True
+            else:
+                await backend.store("alice", "t", "a turn", {"session": "s"})
+
+
+_TERMINATE = """
+import asyncio, sys, asyncpg
+async def main():
+    connection = await asyncpg.connect(sys.argv[1])
+    assert await connection.fetchval("SELECT pg_terminate_backend($1)", int(sys.argv[2]))
+    await connection.close()
+asyncio.run(main())
+"""

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import os
 import sqlite3
+import stat
 import time
 from pathlib import Path
 from typing import Any
@@ -16,10 +17,11 @@ from sqlalchemy.exc import ArgumentError
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 from sqlalchemy.pool import NullPool
 
-from asyncmem.errors import InvalidInputError
+from asyncmem.errors import BackendUnavailableError, InvalidInputError
 
 __all__ = [
     "BEGIN_OPTION",
+    "check_private_file",
     "default_path",
     "default_url",
     "is_local",
@@ -85,8 +87,48 @@ def is_local(url: URL) -> bool:
     )
 
 
-def prepare_sqlite_file(path: Path, busy_timeout: float = 5.0) -> None:
-    """Create the directory (0700) and the database file (0600) if needed; put it in WAL mode.
+def _make_private_dirs(directory: Path) -> None:
+    """Create ``directory`` and each missing parent with mode 0700 (never the umask's)."""
+    missing: list[Path] = []
+    while not directory.exists():
+        missing.append(directory)
+        if directory.parent == directory:
+            break
+        directory = directory.parent
+    for new in reversed(missing):
+        try:
+            os.mkdir(new, 0o700)
+        except FileExistsError:
+            continue
+        os.chmod(new, 0o700)
+
+
+def check_private_file(path: Path) -> None:
+    """Refuse a database file that another user owns or that others may write to.
+
+    Such a file can be changed under the store by someone else, or was never this user's:
+    either way its memories are not private. Raises
+    :class:`~asyncmem.errors.BackendUnavailableError`.
+    """
+    found = os.stat(path)
+    if found.st_uid != os.geteuid():
+        raise BackendUnavailableError(
+            "the database file is owned by another user; open it as its owner, or pass "
+            "allow_shared_file=True if that is intended"
+        )
+    if found.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+        raise BackendUnavailableError(
+            "the database file is writable by other users (chmod 600 it), or pass "
+            "allow_shared_file=True if that is intended"
+        )
+
+
+def prepare_sqlite_file(
+    path: Path, busy_timeout: float = 5.0, *, allow_shared_file: bool = False
+) -> None:
+    """Create the directories (0700) and the database file (0600) if needed; put it in WAL
+    mode. An existing file must be this user's and writable by no one else
+    (:func:`check_private_file`) unless ``allow_shared_file``.
 
     Switching a file to WAL takes its exclusive lock without the busy timeout: SQLite fails
     it at once while another connection reads the file, so stores opening a new file
@@ -94,9 +136,11 @@ def prepare_sqlite_file(path: Path, busy_timeout: float = 5.0) -> None:
     until ``busy_timeout``; once the file is in WAL mode every connection opens it so
     without that lock. Blocking: call it in a thread.
     """
-    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    _make_private_dirs(path.parent)
     fd = os.open(path, os.O_CREAT | os.O_RDWR, 0o600)
     os.close(fd)
+    if not allow_shared_file:
+        check_private_file(path)
     deadline = time.monotonic() + busy_timeout
     while True:
         try:
@@ -152,6 +196,7 @@ def _install_sqlite_hooks(engine: AsyncEngine, busy_timeout: float) -> None:
             cursor.execute("PRAGMA journal_mode = WAL")
             cursor.execute("PRAGMA synchronous = NORMAL")
             cursor.execute("PRAGMA foreign_keys = ON")
+            cursor.execute("PRAGMA secure_delete = ON")
         finally:
             cursor.close()
 

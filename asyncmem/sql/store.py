@@ -161,6 +161,10 @@ class SQLBackend(BackendBase):
     included (default 10). It is kept in the database, because the triggers that keep the
     history read it: giving it sets it for every store on that database; ``None`` leaves it.
 
+    SQLite: the directories the store creates are 0700 and the file 0600; an existing file
+    that another user owns, or that others may write to, raises
+    :class:`~asyncmem.errors.BackendUnavailableError` unless ``allow_shared_file``.
+
     PostgreSQL: ``schema`` puts the tables in that schema (created on open when
     ``auto_migrate``), so several stores can share one database; ``timeout`` bounds connecting
     and each statement, in seconds; ``pool_size`` caps the connections.
@@ -181,6 +185,7 @@ class SQLBackend(BackendBase):
         timeout: float = 30.0,
         pool_size: int = 10,
         max_versions: int | None = None,
+        allow_shared_file: bool = False,
     ) -> None:
         super().__init__()
         if max_versions is not None and (
@@ -210,6 +215,7 @@ class SQLBackend(BackendBase):
         timeout = check_seconds("timeout", timeout, low=0.001)
         self._busy_timeout = busy_timeout
         self._timeout = timeout
+        self._allow_shared_file = allow_shared_file
         self._sql: Statements = statements_for(self.dialect)
         self._driver: Driver
         if self.dialect == "sqlite":
@@ -240,7 +246,12 @@ class SQLBackend(BackendBase):
         with translate_errors("open"):
             path = sqlite_path(self._url)
             if path is not None:
-                await asyncio.to_thread(prepare_sqlite_file, path, self._busy_timeout)
+                await asyncio.to_thread(
+                    prepare_sqlite_file,
+                    path,
+                    self._busy_timeout,
+                    allow_shared_file=self._allow_shared_file,
+                )
             engine = make_engine(
                 self._url,
                 busy_timeout=self._busy_timeout,
