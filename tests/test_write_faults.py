@@ -349,3 +349,17 @@ async def main():
     await connection.close()
 asyncio.run(main())
 """
+
+
+def test_a_server_size_limit_is_invalid_input_naming_the_limit() -> None:
+    """SQLSTATE 54000 (a value past one of PostgreSQL's size limits, such as a tsvector's
+    1 MB) is the caller's input, not a backend failure."""
+    import asyncpg
+
+    from asyncmem import InvalidInputError
+    from asyncmem.sql.drivers import translated
+
+    error = translated("store", asyncpg.exceptions.ProgramLimitExceededError("too long"))
+    assert isinstance(error, InvalidInputError)
+    assert "size limit" in str(error)
+    assert "54000" in str(error)

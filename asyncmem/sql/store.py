@@ -537,6 +537,25 @@ class SQLBackend(BackendBase):
             await self._run("forget_user", lambda _: driver.checkpoint())
         return _live_count(rows)
 
+    async def compact(self) -> None:
+        """Leave no trace of deleted memories in the database's files (SQLite).
+
+        Rewrites the full-text index as one segment, so the words of deleted memories are
+        gone from it, not only marked deleted (a plain ``delete`` leaves them in the index's
+        segments until later writes merge those), then checkpoints and truncates the WAL.
+        Costs time in proportion to the whole index. FTS5's own ``secure-delete`` option
+        (SQLite 3.42+) is not used: it changes the index's format so that an older SQLite,
+        such as many Linux distributions' Python still links, can no longer read the file.
+        On PostgreSQL it does nothing (``VACUUM`` is the operator's).
+        """
+        driver = self._driver
+        if not isinstance(driver, SQLiteDriver):
+            await self._ready()
+            return
+        optimize = self._sql.fts_optimize
+        await self._fetch("compact", optimize, (), write=True)
+        await self._run("compact", lambda _: driver.checkpoint())
+
     def scan(
         self,
         user_id: str | None = None,
