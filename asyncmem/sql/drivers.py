@@ -26,6 +26,7 @@ from sqlalchemy.engine import URL
 
 from asyncmem.errors import (
     AsyncmemError,
+    BackendClosedError,
     BackendError,
     BackendUnavailableError,
     InvalidInputError,
@@ -219,14 +220,15 @@ class Driver(Protocol):
 
 
 class SQLiteDriver:
-    """One writer and ``readers`` reader connections to one SQLite file, all autocommit.
+    """One writer and ``readers`` reader connections to one SQLite file.
 
-    Every statement is its own transaction, so a write takes the file's write lock for one
-    statement only (a single writing statement acquires it up front, like ``BEGIN
-    IMMEDIATE``) and other processes wait up to ``busy_timeout`` for it. Writers of this
-    process queue on the one writer connection, so they never contend for the lock here.
-    :meth:`transaction` holds the writer (an asyncio lock every write takes) from ``BEGIN
-    IMMEDIATE`` to ``COMMIT``, so no other write of this process lands inside it.
+    Calls are answered in batches (:class:`_Batcher`): the writes waiting for the writer run
+    as one ``BEGIN IMMEDIATE`` … ``COMMIT`` in one trip to its thread, each in a savepoint of
+    its own, so a write holds the file's write lock for one short transaction and other
+    processes wait up to ``busy_timeout`` for it; the reads waiting for a reader run in one
+    trip too. Writers of this process never contend for the lock among themselves.
+    :meth:`transaction` (the path when aiosqlite's private API is missing) holds the writer
+    from ``BEGIN IMMEDIATE`` to ``COMMIT``, so no other write of this process lands inside it.
     """
 
     def __init__(self, path: Path | None, *, busy_timeout: float, readers: int) -> None:
@@ -239,6 +241,9 @@ class SQLiteDriver:
         self._file: tuple[str, tuple[int, int] | None] | None = None
         self._write_lock = asyncio.Lock()
         self.fault_hook: FaultHook | None = None
+        self._write_batcher: _Batcher | None = None
+        self._read_batchers: list[_Batcher] = []
+        self._next_batcher: Iterator[_Batcher] = iter(())
 
     async def _connect(self) -> aiosqlite.Connection:
         target = ":memory:" if self._path is None else self._path
@@ -266,6 +271,15 @@ class SQLiteDriver:
         self._next_reader = itertools.cycle(self._readers or [self._writer])
         if self._path is not None:
             self._file = await asyncio.to_thread(_locate, self._path)
+        inline = _inline_runner(self._writer)
+        if inline is not None:
+            self._write_batcher = _Batcher(*inline, self, transactional=True)
+            self._read_batchers = []
+            for reader in self._readers:
+                found = _inline_runner(reader)
+                if found is not None:
+                    self._read_batchers.append(_Batcher(*found, self, transactional=False))
+            self._next_batcher = itertools.cycle(self._read_batchers)
 
     def _check_file(self) -> None:
         """Refuse to go on when the file was deleted or replaced while open.
@@ -294,6 +308,11 @@ class SQLiteDriver:
         """
         writer, readers = self._writer, self._readers
         self._writer, self._readers = None, []
+        closed = BackendClosedError("the SQL store was closed before this call ran")
+        for batcher in [*self._read_batchers, self._write_batcher]:
+            if batcher is not None:
+                batcher.fail_pending(closed)
+        self._write_batcher, self._read_batchers = None, []
         await asyncio.gather(*(c.close() for c in readers), return_exceptions=True)
         if writer is not None:
             with contextlib.suppress(Exception):
@@ -305,11 +324,15 @@ class SQLiteDriver:
             self.fault_hook(sql)
 
     async def fetch(self, sql: SQL, args: Sequence[Any], *, write: bool = False) -> list[Row]:
+        if write:
+            self._check_file()
+            return await self.atomic(lambda transaction: transaction.fetch(sql, args))
+        if self._read_batchers:
+            self._check_file()
+            batcher = next(self._next_batcher)
+            return await batcher.submit(lambda transaction: transaction.fetch(sql, args))
         self._before(sql)
-        if not write:
-            return list(await next(self._next_reader).execute_fetchall(sql.text, args))
-        async with self._write_lock:
-            return list(await self.writer.execute_fetchall(sql.text, args))
+        return list(await next(self._next_reader).execute_fetchall(sql.text, args))
 
     async def execute(self, sql: SQL, args: Sequence[Any]) -> int:
         self._before(sql)
@@ -347,14 +370,10 @@ class SQLiteDriver:
         coroutine never suspends; one that awaits anything else is rolled back and refused.
         """
         self._check_file()
-        inline = _inline_runner(self.writer)
-        if inline is None:
+        if self._write_batcher is None:
             async with self.transaction() as transaction:
                 return await body(transaction)
-        run, connection = inline
-        async with self._write_lock:
-            result: _T = await run(_run_inline, connection, body, self.fault_hook)
-            return result
+        return await self._write_batcher.submit(body)
 
 
 def _inline_runner(
@@ -372,6 +391,21 @@ def _inline_runner(
     return run, connection
 
 
+def _run_body(
+    body: Callable[[Transaction], Coroutine[Any, Any, _T]], transaction: Transaction
+) -> _T:
+    """Run ``body`` to its end at once: it may await only ``transaction``'s statements, which
+    execute synchronously in this thread, so its coroutine never suspends."""
+    step = body(transaction)
+    try:
+        step.send(None)
+    except StopIteration as done:
+        result: _T = done.value
+        return result
+    step.close()
+    raise RuntimeError("an inline transaction awaited something else than SQL")
+
+
 def _run_inline(
     connection: sqlite3.Connection,
     body: Callable[[Transaction], Coroutine[Any, Any, _T]],
@@ -380,20 +414,152 @@ def _run_inline(
     """In the writer's thread: ``BEGIN IMMEDIATE``, run ``body`` to its end, ``COMMIT``."""
     connection.execute("BEGIN IMMEDIATE")
     try:
-        step = body(_InlineTransaction(connection, fault_hook))
-        try:
-            step.send(None)
-        except StopIteration as done:
-            result: _T = done.value
-        else:
-            step.close()
-            raise RuntimeError("an inline transaction awaited something else than SQL")
+        result = _run_body(body, _InlineTransaction(connection, fault_hook))
         connection.execute("COMMIT")
     except BaseException:
         if connection.in_transaction:
             connection.execute("ROLLBACK")
         raise
     return result
+
+
+Outcome = tuple[bool, Any]
+"""A batched call's result: ``(True, value)``, or ``(False, the exception it raised)``."""
+
+
+def _run_batch(
+    connection: sqlite3.Connection,
+    bodies: Sequence[Callable[[Transaction], Coroutine[Any, Any, Any]]],
+    fault_hook: FaultHook | None,
+    transactional: bool,
+) -> list[Outcome]:
+    """In a connection's thread: run every body of a batch, each with its own outcome.
+
+    Writes (``transactional``) share one ``BEGIN IMMEDIATE`` … ``COMMIT``, each inside a
+    savepoint of its own: a body that fails is rolled back to its savepoint and reports its
+    error, the others go on. If SQLite itself ended the transaction (a full disk, an I/O
+    error) or the commit fails, this raises, and every call of the batch fails with nothing
+    written. Reads run one after the other, outside any transaction.
+    """
+    transaction = _InlineTransaction(connection, fault_hook)
+    outcomes: list[Outcome] = []
+    if not transactional:
+        for body in bodies:
+            try:
+                outcomes.append((True, _run_body(body, transaction)))
+            except Exception as exc:
+                outcomes.append((False, exc))
+        return outcomes
+    alone = len(bodies) == 1
+    connection.execute("BEGIN IMMEDIATE")
+    try:
+        for body in bodies:
+            if not alone:
+                connection.execute("SAVEPOINT asyncmem_call")
+            try:
+                result = _run_body(body, transaction)
+            except Exception as exc:
+                if alone or not connection.in_transaction:
+                    raise
+                connection.execute("ROLLBACK TO asyncmem_call")
+                connection.execute("RELEASE asyncmem_call")
+                outcomes.append((False, exc))
+                continue
+            if not alone:
+                connection.execute("RELEASE asyncmem_call")
+            outcomes.append((True, result))
+        connection.execute("COMMIT")
+    except BaseException:
+        if connection.in_transaction:
+            connection.execute("ROLLBACK")
+        raise
+    return outcomes
+
+
+_BATCH_CALLS = 64
+"""Most calls one batch answers, so a long queue is cut into trips of bounded length."""
+
+
+class _Batcher:
+    """Calls to one connection answered in batches: one trip to its thread per batch.
+
+    While a batch runs, the calls that arrive queue; the next batch takes them all (up to
+    :data:`_BATCH_CALLS`). Under many concurrent tasks that turns a thread hop per call into
+    one per batch (and for writes, a commit per batch); a lone call is a batch of one. Every
+    caller still gets its own result or error, and a write's caller only after its commit.
+    A call cancelled before its batch starts never runs.
+    """
+
+    def __init__(
+        self,
+        run: Callable[..., Awaitable[Any]],
+        connection: sqlite3.Connection,
+        driver: SQLiteDriver,
+        *,
+        transactional: bool,
+    ) -> None:
+        self._run = run
+        self._connection = connection
+        self._driver = driver
+        self._transactional = transactional
+        self._pending: list[tuple[Callable[..., Coroutine[Any, Any, Any]], asyncio.Future[Any]]]
+        self._pending = []
+        self._drainer: asyncio.Task[None] | None = None
+
+    async def submit(self, body: Callable[[Transaction], Coroutine[Any, Any, _T]]) -> _T:
+        future: asyncio.Future[_T] = asyncio.get_running_loop().create_future()
+        self._pending.append((body, future))
+        if self._drainer is None:
+            self._drainer = asyncio.get_running_loop().create_task(self._drain())
+        return await future
+
+    async def _drain(self) -> None:
+        try:
+            while self._pending:
+                taken = self._pending[:_BATCH_CALLS]
+                del self._pending[:_BATCH_CALLS]
+                jobs = [(body, future) for body, future in taken if not future.done()]
+                if jobs:
+                    await self._answer(jobs)
+        finally:
+            self._drainer = None
+
+    async def _answer(
+        self, jobs: list[tuple[Callable[..., Coroutine[Any, Any, Any]], asyncio.Future[Any]]]
+    ) -> None:
+        bodies = [body for body, _ in jobs]
+        hook = self._driver.fault_hook
+        try:
+            if self._transactional:
+                async with self._driver._write_lock:
+                    outcomes = await self._run(
+                        _run_batch, self._connection, bodies, hook, self._transactional
+                    )
+            else:
+                outcomes = await self._run(
+                    _run_batch, self._connection, bodies, hook, self._transactional
+                )
+        except BaseException as exc:
+            for _, future in jobs:
+                if not future.done():
+                    future.set_exception(exc)
+            if not isinstance(exc, Exception):
+                raise
+            return
+        for (_, future), (ok, value) in zip(jobs, outcomes, strict=True):
+            if future.done():
+                continue
+            if ok:
+                future.set_result(value)
+            else:
+                future.set_exception(value)
+
+    def fail_pending(self, error: BaseException) -> None:
+        """Fail the calls still queued (the connection is closing)."""
+        pending, self._pending = self._pending, []
+        for _, future in pending:
+            if not future.done():
+                future.set_exception(error)
 
 
 class _InlineTransaction:
