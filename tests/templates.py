@@ -168,8 +168,12 @@ class PostgresPool:
         schema = self._in_use.pop(name)
         self._free.append((schema, self._resetter.submit(asyncio.run, self._reset(schema))))
 
+    def settle(self) -> None:
+        """Wait until every schema given back is emptied (or dropped)."""
+        concurrent.futures.wait([future for _, future in self._free])
+
     def close(self) -> None:
-        """Drop every schema this session made."""
+        """Drop every schema this pool made."""
         self._resetter.shutdown(wait=True)
         if self._created:
             asyncio.run(self._drop_all())
