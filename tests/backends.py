@@ -58,15 +58,28 @@ async def _pg_execute(sql: str, database_url: str = PG_URL) -> None:
 async def pg_schema() -> AsyncIterator[str]:
     """A fresh schema name; the schema (created by whoever uses it) is dropped afterwards."""
     name = f"asyncmem_test_{uuid.uuid4().hex[:12]}"
+    session = templates.current()
     try:
         yield name
     finally:
-        await _pg_execute(f'DROP SCHEMA IF EXISTS "{name}" CASCADE')
+        if session is not None and session.postgresql is not None:
+            session.postgresql.drop_later(name)
+        else:
+            await _pg_execute(f'DROP SCHEMA IF EXISTS "{name}" CASCADE')
 
 
 @asynccontextmanager
 async def pg_database() -> AsyncIterator[str]:
     """A fresh, empty database on the test server; yields its URL and drops it afterwards."""
+    session = templates.current()
+    databases = None if session is None else session.databases
+    if databases is not None:
+        url = await databases.take()
+        try:
+            yield url
+        finally:
+            databases.give_back(url)
+        return
     name = f"asyncmem_test_{uuid.uuid4().hex[:12]}"
     await _pg_execute(f'CREATE DATABASE "{name}"')
     base, _, _ = PG_URL.rpartition("/")

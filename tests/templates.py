@@ -168,6 +168,12 @@ class PostgresPool:
         schema = self._in_use.pop(name)
         self._free.append((schema, self._resetter.submit(asyncio.run, self._reset(schema))))
 
+    def drop_later(self, name: str) -> None:
+        """Drop a schema a test made for itself (``pg_schema``), without waiting for it."""
+        schema = _Schema(name)
+        self._created.append(schema)
+        self._resetter.submit(asyncio.run, self._drop_quietly(schema))
+
     def settle(self) -> None:
         """Wait until every schema given back is emptied (or dropped)."""
         concurrent.futures.wait([future for _, future in self._free])
@@ -253,6 +259,15 @@ class PostgresPool:
         finally:
             await connection.close()
 
+    async def _drop_quietly(self, schema: _Schema) -> None:
+        """Drop in the background; what fails here, closing the pool drops (or reports)."""
+        with contextlib.suppress(Exception):
+            connection = await self._connect()
+            try:
+                await _drop(connection, schema)
+            finally:
+                await connection.close()
+
     async def _drop_all(self) -> None:
         connection = await self._connect()
         try:
@@ -317,6 +332,57 @@ async def _drop(connection: Any, schema: _Schema) -> None:
         await connection.execute(f"DROP SCHEMA IF EXISTS {_quote(name)} CASCADE")
 
 
+class FreshDatabases:
+    """New, empty databases (``CREATE DATABASE``, as ``pg_database`` always made them) for the
+    tests that need a whole database: each is made while an earlier test runs and dropped
+    after its test without waiting (dropping one makes the server checkpoint: 0.2-2.7 s)."""
+
+    def __init__(self, url: str) -> None:
+        self._url = url.replace("+asyncpg", "")
+        self._base = url.rpartition("/")[0]
+        self._made: list[str] = []
+        self._next: concurrent.futures.Future[str] | None = None
+        self._worker = concurrent.futures.ThreadPoolExecutor(2, "asyncmem-test-databases")
+
+    async def take(self) -> str:
+        """The URL of a database nobody has used, the caller's until :meth:`give_back`."""
+        made = self._next or self._worker.submit(asyncio.run, self._create())
+        self._next = self._worker.submit(asyncio.run, self._create())
+        return f"{self._base}/{await asyncio.wrap_future(made)}"
+
+    def give_back(self, url: str) -> None:
+        self._worker.submit(asyncio.run, self._drop(url.rpartition("/")[2], quietly=True))
+
+    def close(self) -> None:
+        """Drop every database made, also the one made ahead and any a background drop
+        missed."""
+        self._worker.shutdown(wait=True)
+        for name in self._made:
+            asyncio.run(self._drop(name, quietly=False))
+
+    async def _execute(self, sql: str) -> None:
+        import asyncpg
+
+        connection = await asyncpg.connect(self._url, timeout=10)
+        try:
+            await connection.execute(sql)
+        finally:
+            await connection.close()
+
+    async def _create(self) -> str:
+        name = f"asyncmem_test_{uuid.uuid4().hex[:12]}"
+        self._made.append(name)
+        await self._execute(f"CREATE DATABASE {_quote(name)}")
+        return name
+
+    async def _drop(self, name: str, *, quietly: bool) -> None:
+        try:
+            await self._execute(f"DROP DATABASE IF EXISTS {_quote(name)} WITH (FORCE)")
+        except Exception:
+            if not quietly:
+                raise
+
+
 # --- the session's templates -----------------------------------------------------------------
 
 
@@ -324,6 +390,7 @@ async def _drop(connection: Any, schema: _Schema) -> None:
 class Templates:
     sqlite: SQLiteTemplate
     postgresql: PostgresPool | None
+    databases: FreshDatabases | None
 
 
 _current: Templates | None = None
@@ -337,11 +404,19 @@ def current() -> Templates | None:
 @contextlib.contextmanager
 def session(directory: Path, pg_url: str | None) -> Iterator[Templates]:
     global _current
-    templates = Templates(SQLiteTemplate(directory), PostgresPool(pg_url) if pg_url else None)
+    templates = Templates(
+        SQLiteTemplate(directory),
+        PostgresPool(pg_url) if pg_url else None,
+        FreshDatabases(pg_url) if pg_url else None,
+    )
     _current = templates
     try:
         yield templates
     finally:
         _current = None
-        if templates.postgresql is not None:
-            templates.postgresql.close()
+        try:
+            if templates.postgresql is not None:
+                templates.postgresql.close()
+        finally:
+            if templates.databases is not None:
+                templates.databases.close()
