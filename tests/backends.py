@@ -34,12 +34,18 @@ async def null_backend(tmp_path: Path) -> AsyncIterator[MemoryBackend]:
         yield backend
 
 
-@asynccontextmanager
-async def sqlite_backend(tmp_path: Path) -> AsyncIterator[MemoryBackend]:
-    path = tmp_path / "memory.db"
+async def sqlite_at_head(path: Path) -> None:
+    """Put an empty database at head at ``path`` (a copy of the session's template), for a
+    test whose store need not migrate a new file; outside a session the store migrates it."""
     session = templates.current()
     if session is not None:
         await session.sqlite.copy_to(path)
+
+
+@asynccontextmanager
+async def sqlite_backend(tmp_path: Path) -> AsyncIterator[MemoryBackend]:
+    path = tmp_path / "memory.db"
+    await sqlite_at_head(path)
     async with SQLBackend(f"sqlite:///{path}") as backend:
         yield backend
 
