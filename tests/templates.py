@@ -348,7 +348,8 @@ class FreshDatabases:
         """The URL of a database nobody has used, the caller's until :meth:`give_back`."""
         made = self._next or self._worker.submit(asyncio.run, self._create())
         self._next = self._worker.submit(asyncio.run, self._create())
-        return f"{self._base}/{await asyncio.wrap_future(made)}"
+        name: str = await asyncio.wrap_future(made)
+        return f"{self._base}/{name}"
 
     def give_back(self, url: str) -> None:
         self._worker.submit(asyncio.run, self._drop(url.rpartition("/")[2], quietly=True))
