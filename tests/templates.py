@@ -1,7 +1,7 @@
 """Migrated databases made once per test session, so that a test's store opens at head.
 
-Migrating costs ~0.1 s per SQLite file and ~0.4 s per PostgreSQL schema on the test machine,
-and most tests only want an empty store. So the session migrates once, with the real
+Migrating costs ~0.1 s per SQLite file and 0.3-0.8 s per PostgreSQL schema on the test
+machine, and most tests only want an empty store. So the session migrates once, with the real
 migrations at head (a new revision needs no change here), and each test gets a copy:
 
 - SQLite: one template file, checkpointed and closed (no ``-wal``), copied byte for byte into
@@ -16,8 +16,9 @@ migrations at head (a new revision needs no change here), and each test gets a c
 (autovacuum is off on the test server) and a heap whose physical order differs from a new
 table's; a truncated table is a new, empty file, as in a fresh schema.
 
-Tests that need a fresh or an old-revision database (migration tests, ``database_url``,
-``pg_database``, ``pg_schema``) do not come here.
+Tests that need a new database or schema (migration tests, ``database_url``, ``pg_database``,
+``pg_schema``) still get one nobody has used; only its making and dropping happen in the
+background (:class:`FreshDatabases`, :meth:`PostgresPool.drop_later`).
 """
 
 from __future__ import annotations
@@ -335,7 +336,7 @@ async def _drop(connection: Any, schema: _Schema) -> None:
 class FreshDatabases:
     """New, empty databases (``CREATE DATABASE``, as ``pg_database`` always made them) for the
     tests that need a whole database: each is made while an earlier test runs and dropped
-    after its test without waiting (dropping one makes the server checkpoint: 0.2-2.7 s)."""
+    after its test without waiting (a drop waits for a server checkpoint: 0.2-2.7 s here)."""
 
     def __init__(self, url: str) -> None:
         self._url = url.replace("+asyncpg", "")
