@@ -3,8 +3,12 @@
 Each factory gets the test's ``tmp_path`` and yields an open backend that no other test sees.
 
 PostgreSQL runs unless ``ASYNCMEM_TEST_PG_URL`` is ``off``; by default it is the local server
-(``postgresql://postgres@127.0.0.1:5432/test``). Each test gets a schema of its own, dropped
-afterwards. A server that cannot be reached fails the tests: it never skips them.
+(``postgresql://postgres@127.0.0.1:5432/test``). A server that cannot be reached fails the
+tests: it never skips them.
+
+In a test session the SQLite file is a copy of a template migrated once, and the PostgreSQL
+schema one of a few migrated once and emptied after each test (:mod:`tests.templates`);
+outside one, each store migrates a new file or schema.
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from pathlib import Path
 
 from asyncmem import MemoryBackend, NullBackend, SQLBackend
+from tests import templates
 
 BackendFactory = Callable[[Path], AbstractAsyncContextManager[MemoryBackend]]
 
@@ -29,9 +34,19 @@ async def null_backend(tmp_path: Path) -> AsyncIterator[MemoryBackend]:
         yield backend
 
 
+async def sqlite_at_head(path: Path) -> None:
+    """Put an empty database at head at ``path`` (a copy of the session's template), for a
+    test whose store need not migrate a new file; outside a session the store migrates it."""
+    session = templates.current()
+    if session is not None:
+        await session.sqlite.copy_to(path)
+
+
 @asynccontextmanager
 async def sqlite_backend(tmp_path: Path) -> AsyncIterator[MemoryBackend]:
-    async with SQLBackend(f"sqlite:///{tmp_path / 'memory.db'}") as backend:
+    path = tmp_path / "memory.db"
+    await sqlite_at_head(path)
+    async with SQLBackend(f"sqlite:///{path}") as backend:
         yield backend
 
 
@@ -49,15 +64,28 @@ async def _pg_execute(sql: str, database_url: str = PG_URL) -> None:
 async def pg_schema() -> AsyncIterator[str]:
     """A fresh schema name; the schema (created by whoever uses it) is dropped afterwards."""
     name = f"asyncmem_test_{uuid.uuid4().hex[:12]}"
+    session = templates.current()
     try:
         yield name
     finally:
-        await _pg_execute(f'DROP SCHEMA IF EXISTS "{name}" CASCADE')
+        if session is not None and session.postgresql is not None:
+            session.postgresql.drop_later(name)
+        else:
+            await _pg_execute(f'DROP SCHEMA IF EXISTS "{name}" CASCADE')
 
 
 @asynccontextmanager
 async def pg_database() -> AsyncIterator[str]:
     """A fresh, empty database on the test server; yields its URL and drops it afterwards."""
+    session = templates.current()
+    databases = None if session is None else session.databases
+    if databases is not None:
+        url = await databases.take()
+        try:
+            yield url
+        finally:
+            databases.give_back(url)
+        return
     name = f"asyncmem_test_{uuid.uuid4().hex[:12]}"
     await _pg_execute(f'CREATE DATABASE "{name}"')
     base, _, _ = PG_URL.rpartition("/")
@@ -69,11 +97,21 @@ async def pg_database() -> AsyncIterator[str]:
 
 @asynccontextmanager
 async def postgresql_backend(tmp_path: Path) -> AsyncIterator[MemoryBackend]:
-    async with (
-        pg_schema() as schema,
-        SQLBackend(PG_URL, schema=schema, auto_migrate=True) as backend,
-    ):
-        yield backend
+    session = templates.current()
+    pool = None if session is None else session.postgresql
+    if pool is None:
+        async with (
+            pg_schema() as schema,
+            SQLBackend(PG_URL, schema=schema, auto_migrate=True) as backend,
+        ):
+            yield backend
+        return
+    schema = await pool.acquire()
+    try:
+        async with SQLBackend(PG_URL, schema=schema, auto_migrate=True) as backend:
+            yield backend
+    finally:
+        pool.release(schema)
 
 
 @asynccontextmanager

@@ -1,16 +1,24 @@
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
 
 from asyncmem import MemoryBackend, SQLBackend
-from tests.backends import BACKEND_FACTORIES, NON_PERSISTENT, SQL, pg_database
+from tests import templates
+from tests.backends import BACKEND_FACTORIES, NON_PERSISTENT, PG_ENABLED, PG_URL, SQL, pg_database
 
 ALL_BACKENDS = sorted(BACKEND_FACTORIES)
 PERSISTENT_BACKENDS = [name for name in ALL_BACKENDS if name not in NON_PERSISTENT]
 SQL_BACKENDS = [name for name in ALL_BACKENDS if name in SQL]
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _templates(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """Migrate once per session: the backends' stores start as copies (tests/templates.py)."""
+    with templates.session(tmp_path_factory.mktemp("templates"), PG_URL if PG_ENABLED else None):
+        yield
 
 
 @pytest.fixture(autouse=True)

@@ -20,7 +20,7 @@ from asyncmem import (
     open_backend,
 )
 from asyncmem.sql.engine import default_path
-from tests.backends import PG_ENABLED, PG_URL, pg_schema
+from tests.backends import PG_ENABLED, PG_URL, pg_schema, sqlite_at_head
 
 
 def _url(path: Path) -> str:
@@ -270,6 +270,7 @@ async def test_a_closed_store_leaves_one_whole_file(tmp_path: Path) -> None:
     # and the memories stayed in the -wal file (9 closes in 200); copying the .db lost them.
     for attempt in range(40):
         path = tmp_path / f"memory-{attempt}.db"
+        await sqlite_at_head(path)  # what is tested is the close, not a migration
         async with SQLBackend(_url(path)) as backend:
             await backend.store("bob", "pet", "a brown dog")
             assert await backend.query("bob", "dog")

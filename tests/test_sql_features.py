@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import sqlite3
 import time
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -17,24 +16,9 @@ from sqlalchemy.dialects.postgresql import JSONB
 from asyncmem import InvalidInputError, MemoryEntry, SQLBackend
 from asyncmem.sql import migrate
 from asyncmem.sql.engine import make_engine, normalize_url
-from tests.backends import PG_ENABLED, PG_URL, pg_schema
+from tests.backends import PG_URL
 
 SECRET_WORDS = ("qqzebra", "qqvalue", "qqsecond", "qqkey", "qqmeta", "forgotten-user")
-
-DIALECTS = ["sqlite", *(["postgresql"] if PG_ENABLED else [])]
-
-
-@pytest.fixture(params=DIALECTS)
-async def sql_store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[SQLBackend]:
-    if request.param == "sqlite":
-        async with SQLBackend(f"sqlite:///{tmp_path / 'memory.db'}") as backend:
-            yield backend
-    else:
-        async with (
-            pg_schema() as schema,
-            SQLBackend(PG_URL, schema=schema, auto_migrate=True) as backend,
-        ):
-            yield backend
 
 
 async def _fill_secret_user(store: SQLBackend) -> None:
