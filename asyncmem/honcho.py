@@ -99,9 +99,11 @@ quadratic in the length of a run without spaces: on Honcho 3.0.12 one message of
 emoji (100,000 bytes) took 3.9 s, and a 1 MiB value of emoji in 25,000-character messages
 ~41 s, past the 30 s timeout. On that cost model (``tests/fake_honcho.py``,
 ``benchmarks/honcho_chunking.py``) a 1 MiB run costs ``3.9e-10 s × 1 MiB × MAX_RUN_BYTES``
-in all and at most ``100 × 3.9e-10 s × MAX_RUN_BYTES²`` per request: 4096 gives 1.7 s and
-0.65 s (16,384: 6.7 s and 10 s in one request; 1,024: 0.4 s but 1,024 messages in 11
-requests). Prose stays in messages of up to 25,000 characters (its runs are short)."""
+in all and at most ``100 × 3.9e-10 s × MAX_RUN_BYTES²`` per request: 4096 gives 1.7 s in 256
+messages and 0.65 s for the slowest of 3 requests. 16,384 puts 6.7 s in one request; 2,048
+halves the total (0.84 s) for twice the messages and requests; 1,024 (0.42 s) needs 1,024
+messages in 11 requests and slows the cutting of prose tenfold (0.56 s per MiB). Prose
+stays in messages of up to 25,000 characters (its runs are short)."""
 MAX_SEARCH_HITS = 100
 """Most messages one Honcho search returns; ``query`` ranks among at most this many."""
 MAX_TERM_SEARCHES = 8
@@ -551,24 +553,84 @@ class HonchoBackend(BackendBase):
             return []
         size = MAX_SEARCH_HITS if conditions else min(MAX_SEARCH_HITS, max(2 * limit, limit + 10))
         known: _Known = {}
-        phrase = await self._call(
-            "query", _hits, user_id, " ".join(terms), size, limit, known, conditions
-        )
+        (phrase,) = await self._searches(user_id, [" ".join(terms)], size, limit, known, conditions)
         ranked = [phrase]
-        if len(terms) > 1 and (
-            len({hit.session_id for hit in phrase}) < limit
-            or not await self._call("query", _enough, user_id, phrase, limit, known, conditions)
-        ):
-            each = [dict(known) for _ in terms[:MAX_TERM_SEARCHES]]
-            ranked += await asyncio.gather(
-                *(
-                    self._call("query", _hits, user_id, term, size, limit, mine, conditions)
-                    for term, mine in zip(terms, each, strict=False)
-                )
+        if len(terms) > 1 and not await self._enough(user_id, phrase, limit, known, conditions):
+            ranked += await self._searches(
+                user_id, terms[:MAX_TERM_SEARCHES], size, limit, known, conditions
             )
-            for mine in each:
-                known.update(mine)
-        return await self._call("query", _resolve, user_id, ranked, limit, known, conditions)
+        await self._learn(user_id, ranked, known, conditions)
+        return _fuse(ranked, limit, known)
+
+    async def _searches(
+        self,
+        user_id: str,
+        texts: list[str],
+        size: int,
+        want: int,
+        known: _Known,
+        conditions: tuple[Condition, ...],
+    ) -> list[list[Message]]:
+        """The user's messages matching each of ``texts`` (searched concurrently), best
+        first, each list widened past stale hits.
+
+        Messages of replaced values are never deleted, and deleted sessions keep theirs
+        until the server's worker erases them, so a window of ``size`` hits can hold few
+        current ones. While a list's window is full and the list holds fewer than ``want``
+        memories, it is searched again, leaving out the sessions it saw (but for the
+        messages of a live session's current revision), until ``want`` memories or no more
+        matches. Sessions are read (into ``known``) only to decide that: one call per round
+        for all the full windows; a window that is not full needs no read.
+        """
+        lists: list[list[Message]] = [[] for _ in texts]
+        seen: list[dict[str, str | None]] = [{} for _ in texts]
+        active = list(range(len(texts)))
+        while active:
+            found = await asyncio.gather(
+                *(self._call("query", _search, user_id, texts[i], size, seen[i]) for i in active)
+            )
+            full = []
+            for i, hits in zip(active, found, strict=True):
+                ids = {hit.id for hit in lists[i]}
+                fresh = [hit for hit in hits if hit.id not in ids]
+                lists[i].extend(fresh)
+                if len(hits) >= size and fresh:
+                    full.append(i)
+            await self._learn(user_id, [lists[i] for i in full], known, conditions)
+            active = [i for i in full if len(_live_sessions(lists[i], known)) < want]
+            for i in active:
+                seen[i] = _widen(lists[i], known)
+        return lists
+
+    async def _enough(
+        self,
+        user_id: str,
+        hits: list[Message],
+        limit: int,
+        known: _Known,
+        conditions: tuple[Condition, ...],
+    ) -> bool:
+        """Whether ``hits`` hold ``limit`` memories (reading their sessions if they might)."""
+        if len({hit.session_id for hit in hits}) < limit:
+            return False
+        await self._learn(user_id, [hits], known, conditions)
+        return len(_live_sessions(hits, known)) >= limit
+
+    async def _learn(
+        self,
+        user_id: str,
+        ranked: list[list[Message]],
+        known: _Known,
+        conditions: tuple[Condition, ...],
+    ) -> None:
+        """Read the sessions of ``ranked`` not in ``known`` yet: one call, or none."""
+        unknown = [
+            sid
+            for sid in dict.fromkeys(hit.session_id for hits in ranked for hit in hits)
+            if sid not in known
+        ]
+        if unknown:
+            known.update(await self._call("query", _read, user_id, unknown, conditions))
 
     async def list_keys(
         self,
@@ -997,23 +1059,6 @@ def _read(
     return known
 
 
-def _learn(
-    client: Honcho,
-    user_id: str,
-    ranked: Iterable[list[Message]],
-    known: _Known,
-    conditions: tuple[Condition, ...],
-) -> None:
-    """Read the sessions of ``ranked`` not in ``known`` yet (one call, or none)."""
-    unknown = [
-        sid
-        for sid in dict.fromkeys(hit.session_id for hits in ranked for hit in hits)
-        if sid not in known
-    ]
-    if unknown:
-        known.update(_read(client, user_id, unknown, conditions))
-
-
 def _current_hit(hit: Message, known: _Known) -> bool:
     """Whether ``hit`` is a message of the current value of a visible memory."""
     meta = known.get(hit.session_id)
@@ -1024,65 +1069,19 @@ def _live_sessions(hits: list[Message], known: _Known) -> set[str]:
     return {hit.session_id for hit in hits if _current_hit(hit, known)}
 
 
-def _hits(
-    client: Honcho,
-    user_id: str,
-    text: str,
-    size: int,
-    want: int,
-    known: _Known,
-    conditions: tuple[Condition, ...],
-) -> list[Message]:
-    """The user's messages matching ``text``, best first, widened past stale ones.
-
-    Messages of replaced values are never deleted, and deleted sessions keep theirs until
-    the server's worker erases them, so a window of ``size`` hits can hold few current
-    ones. While a full window holds fewer than ``want`` memories, search again, leaving out
-    the sessions seen (but for the messages of a live session's current revision), until
-    ``want`` memories or no more matches. Sessions are read (into ``known``) only to decide
-    that; a window that is not full ends the search without a read.
-    """
-    hits: list[Message] = []
-    ids: set[str] = set()
+def _widen(hits: list[Message], known: _Known) -> dict[str, str | None]:
+    """What the next search of a full window leaves out: every session of ``hits``, but
+    for the messages of the current revision of a live session that had no current hit."""
+    live = _live_sessions(hits, known)
     seen: dict[str, str | None] = {}
-    while True:
-        found = [hit for hit in _search(client, user_id, text, size, seen) if hit.id not in ids]
-        hits.extend(found)
-        ids.update(hit.id for hit in found)
-        if len(found) < size:
-            return hits
-        _learn(client, user_id, [hits], known, conditions)
-        live = _live_sessions(hits, known)
-        if len(live) >= want:
-            return hits
-        for sid in dict.fromkeys(hit.session_id for hit in hits):
-            meta = known[sid]
-            seen[sid] = None if meta is None or sid in live else str(meta["rev"])
+    for sid in dict.fromkeys(hit.session_id for hit in hits):
+        meta = known[sid]
+        seen[sid] = None if meta is None or sid in live else str(meta["rev"])
+    return seen
 
 
-def _enough(
-    client: Honcho,
-    user_id: str,
-    hits: list[Message],
-    limit: int,
-    known: _Known,
-    conditions: tuple[Condition, ...],
-) -> bool:
-    """Whether ``hits`` hold ``limit`` memories (reading their sessions)."""
-    _learn(client, user_id, [hits], known, conditions)
-    return len(_live_sessions(hits, known)) >= limit
-
-
-def _resolve(
-    client: Honcho,
-    user_id: str,
-    ranked: list[list[Message]],
-    limit: int,
-    known: _Known,
-    conditions: tuple[Condition, ...] = (),
-) -> list[MemoryEntry]:
+def _fuse(ranked: list[list[Message]], limit: int, known: _Known) -> list[MemoryEntry]:
     """Fuse ranked hit lists into memories, keeping only hits of a key's current value."""
-    _learn(client, user_id, ranked, known, conditions)
     scores: dict[str, float] = {}
     for hits in ranked:
         seen: set[str] = set()

@@ -308,3 +308,18 @@ async def test_drop_workspace_raises_when_the_server_keeps_refusing(
     fake.fail(409, times=2, method="DELETE", path_suffix="/workspaces/asyncmem")
     await memory._call("drop", lambda client: drop_workspace(client, "asyncmem", pause=0))
     assert "asyncmem" not in fake.workspaces
+
+
+async def test_a_full_window_with_enough_memories_costs_no_extra_call(
+    fake: FakeHoncho, memory: HonchoBackend
+) -> None:
+    for i in range(20):
+        await memory.store("alice", f"fact{i}", f"Alice fact {i}: a grey cat and tulips {i}")
+
+    async def calls(text: str) -> int:
+        before = len(fake.requests)
+        assert await memory.query("alice", text)
+        return len(fake.requests) - before
+
+    assert await calls("tulips") == 2  # a full window of 20, read once
+    assert await calls("A grey cat, 7?") == 1 + 3 + 1  # the words, then each, one read
