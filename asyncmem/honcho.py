@@ -552,14 +552,18 @@ class HonchoBackend(BackendBase):
             await self._ready()
             return []
         size = MAX_SEARCH_HITS if conditions else min(MAX_SEARCH_HITS, max(2 * limit, limit + 10))
-        known: _Known = {}
-        (phrase,) = await self._searches(user_id, [" ".join(terms)], size, limit, known, conditions)
+        # All the words together, in one thread call: its sessions are read there when it
+        # is the only search, or when they might be ``limit`` memories on their own.
+        read_at = 1 if len(terms) == 1 else limit
+        phrase, known = await self._call(
+            "query", _hits, user_id, " ".join(terms), size, limit, conditions, read_at
+        )
         ranked = [phrase]
-        if len(terms) > 1 and not await self._enough(user_id, phrase, limit, known, conditions):
+        if len(terms) > 1 and len(_live_sessions(phrase, known)) < limit:
             ranked += await self._searches(
                 user_id, terms[:MAX_TERM_SEARCHES], size, limit, known, conditions
             )
-        await self._learn(user_id, ranked, known, conditions)
+            await self._learn(user_id, ranked, known, conditions)
         return _fuse(ranked, limit, known)
 
     async def _searches(
@@ -571,17 +575,9 @@ class HonchoBackend(BackendBase):
         known: _Known,
         conditions: tuple[Condition, ...],
     ) -> list[list[Message]]:
-        """The user's messages matching each of ``texts`` (searched concurrently), best
-        first, each list widened past stale hits.
-
-        Messages of replaced values are never deleted, and deleted sessions keep theirs
-        until the server's worker erases them, so a window of ``size`` hits can hold few
-        current ones. While a list's window is full and the list holds fewer than ``want``
-        memories, it is searched again, leaving out the sessions it saw (but for the
-        messages of a live session's current revision), until ``want`` memories or no more
-        matches. Sessions are read (into ``known``) only to decide that: one call per round
-        for all the full windows; a window that is not full needs no read.
-        """
+        """The user's messages matching each of ``texts``, each list widened as
+        :func:`_hits` does, the lists' searches concurrent and one read per round for all
+        the full windows."""
         lists: list[list[Message]] = [[] for _ in texts]
         seen: list[dict[str, str | None]] = [{} for _ in texts]
         active = list(range(len(texts)))
@@ -589,32 +585,14 @@ class HonchoBackend(BackendBase):
             found = await asyncio.gather(
                 *(self._call("query", _search, user_id, texts[i], size, seen[i]) for i in active)
             )
-            full = []
-            for i, hits in zip(active, found, strict=True):
-                ids = {hit.id for hit in lists[i]}
-                fresh = [hit for hit in hits if hit.id not in ids]
-                lists[i].extend(fresh)
-                if len(hits) >= size and fresh:
-                    full.append(i)
+            full = [
+                i for i, hits in zip(active, found, strict=True) if _extend(lists[i], hits, size)
+            ]
             await self._learn(user_id, [lists[i] for i in full], known, conditions)
             active = [i for i in full if len(_live_sessions(lists[i], known)) < want]
             for i in active:
                 seen[i] = _widen(lists[i], known)
         return lists
-
-    async def _enough(
-        self,
-        user_id: str,
-        hits: list[Message],
-        limit: int,
-        known: _Known,
-        conditions: tuple[Condition, ...],
-    ) -> bool:
-        """Whether ``hits`` hold ``limit`` memories (reading their sessions if they might)."""
-        if len({hit.session_id for hit in hits}) < limit:
-            return False
-        await self._learn(user_id, [hits], known, conditions)
-        return len(_live_sessions(hits, known)) >= limit
 
     async def _learn(
         self,
@@ -624,11 +602,7 @@ class HonchoBackend(BackendBase):
         conditions: tuple[Condition, ...],
     ) -> None:
         """Read the sessions of ``ranked`` not in ``known`` yet: one call, or none."""
-        unknown = [
-            sid
-            for sid in dict.fromkeys(hit.session_id for hits in ranked for hit in hits)
-            if sid not in known
-        ]
+        unknown = _unknown(ranked, known)
         if unknown:
             known.update(await self._call("query", _read, user_id, unknown, conditions))
 
@@ -1067,6 +1041,55 @@ def _current_hit(hit: Message, known: _Known) -> bool:
 
 def _live_sessions(hits: list[Message], known: _Known) -> set[str]:
     return {hit.session_id for hit in hits if _current_hit(hit, known)}
+
+
+def _unknown(ranked: list[list[Message]], known: _Known) -> list[str]:
+    """The sessions of ``ranked`` not in ``known``, in order."""
+    ids = dict.fromkeys(hit.session_id for hits in ranked for hit in hits)
+    return [sid for sid in ids if sid not in known]
+
+
+def _extend(hits: list[Message], found: list[Message], size: int) -> bool:
+    """Add the hits of ``found`` not in ``hits`` yet; whether the window was full of them."""
+    ids = {hit.id for hit in hits}
+    fresh = [hit for hit in found if hit.id not in ids]
+    hits.extend(fresh)
+    return len(found) >= size and bool(fresh)
+
+
+def _hits(
+    client: Honcho,
+    user_id: str,
+    text: str,
+    size: int,
+    want: int,
+    conditions: tuple[Condition, ...],
+    read_at: int,
+) -> tuple[list[Message], _Known]:
+    """The user's messages matching ``text``, best first, widened past stale hits; and what
+    their sessions hold, read when they are at least ``read_at`` sessions.
+
+    Messages of replaced values are never deleted, and deleted sessions keep theirs until
+    the server's worker erases them, so a window of ``size`` hits can hold few current
+    ones. While the window is full and the hits hold fewer than ``want`` memories, search
+    again, leaving out the sessions seen (but for the messages of a live session's current
+    revision), until ``want`` memories or no more matches. Sessions are read only to decide
+    that; a window that is not full needs no read.
+    """
+    hits: list[Message] = []
+    known: _Known = {}
+    seen: dict[str, str | None] = {}
+    while _extend(hits, _search(client, user_id, text, size, seen), size):
+        unknown = _unknown([hits], known)
+        if unknown:
+            known.update(_read(client, user_id, unknown, conditions))
+        if len(_live_sessions(hits, known)) >= want:
+            break
+        seen = _widen(hits, known)
+    unknown = _unknown([hits], known)
+    if unknown and len({hit.session_id for hit in hits}) >= read_at:
+        known.update(_read(client, user_id, unknown, conditions))
+    return hits, known
 
 
 def _widen(hits: list[Message], known: _Known) -> dict[str, str | None]:
