@@ -313,9 +313,10 @@ class HonchoBackend(BackendBase):
       Honcho has accepted it, after which the memory is invisible to every operation here;
       Honcho's worker erases the session and its messages later. Peers cannot be deleted:
       after ``forget_user`` a peer named by a hash of the user id remains, holding nothing.
-    - ``query`` is Honcho's own search (semantic and full-text) over at most
-      :data:`MAX_SEARCH_HITS` messages, filtered to the user; ``score`` is derived from the
-      rank, not a server score. Reads see the server's state at the time of each request.
+    - ``query`` is Honcho's own search (semantic and full-text) in windows of at most
+      :data:`MAX_SEARCH_HITS` messages, filtered to the user and repeated past the stale hits
+      that fill a window; ``score`` is derived from the rank, not a server score. Reads see
+      the server's state at the time of each request.
     - ``where`` filters, ``list_keys`` paging and expiry are done here, not by the server
       (the caller's metadata is JSON text to Honcho, and ``expires_at`` a plain number):
       ``list_keys``, ``scan`` and ``purge_expired`` read every session of the user (or of
@@ -351,10 +352,9 @@ class HonchoBackend(BackendBase):
             raise InvalidInputError("base_url must be an http:// or https:// URL")
         if not isinstance(workspace_id, str) or not _HONCHO_ID.fullmatch(workspace_id):
             raise InvalidInputError("workspace_id must be 1-512 of A-Z, a-z, 0-9, '_' and '-'")
-        if timeout <= 0:
-            raise InvalidInputError("timeout must be positive")
-        if probe_timeout <= 0:
-            raise InvalidInputError("probe_timeout must be positive")
+        for name, seconds in (("timeout", timeout), ("probe_timeout", probe_timeout)):
+            if isinstance(seconds, bool) or not isinstance(seconds, int | float) or seconds <= 0:
+                raise InvalidInputError(f"{name} must be a positive number of seconds")
         if max_retries < 0:
             raise InvalidInputError("max_retries must not be negative")
         if max_workers < 1:

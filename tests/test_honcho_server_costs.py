@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from asyncmem import BackendError
+from asyncmem import BackendError, InvalidInputError
 from asyncmem.backend import MAX_VALUE_BYTES
 from asyncmem.honcho import (
     MAX_MESSAGE_CHARS,
@@ -256,8 +256,9 @@ async def test_is_available_makes_one_short_request_without_retries(fake: FakeHo
 
 
 def test_probe_timeout_is_checked_and_capped() -> None:
-    with pytest.raises(ValueError, match="probe_timeout"):
-        HonchoBackend(base_url=LOCAL, probe_timeout=0)
+    for bad in (0, -1.0, "3", True, None):
+        with pytest.raises(InvalidInputError, match="probe_timeout"):
+            HonchoBackend(base_url=LOCAL, probe_timeout=bad)  # type: ignore[arg-type]
     assert HonchoBackend(base_url=LOCAL, timeout=1.0).probe_timeout == 1.0
     assert HonchoBackend(base_url=LOCAL).probe_timeout == 3.0
 
