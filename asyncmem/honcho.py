@@ -9,10 +9,11 @@ How the five operations map onto Honcho's workspace → peers → sessions → m
 - a (user, key) pair is one session. Its metadata holds the original user id and key, the
   value, the caller's metadata (as JSON text, so Honcho's limit of 100 keys and 5 levels on
   metadata never applies to it), the timestamps and a revision id;
-- each store adds the value as messages (one per 25,000 characters) tagged with the
-  revision, so Honcho's server-side ``search`` finds it. Messages cannot be deleted, so older
-  revisions stay on the server until the key is deleted; ``query`` drops hits whose revision
-  is not the session's current one;
+- each store adds the value as messages (cut where Honcho counts their tokens quickly, see
+  :func:`_chunks`) tagged with the revision, so Honcho's server-side ``search`` finds it.
+  Messages cannot be deleted, so older revisions stay on the server until the key is
+  deleted; ``query`` drops hits whose revision is not the session's current one, and
+  searches again past them until it has ``limit`` memories or no more matches;
 - the expiry time (``ttl``) and the previous versions (``history``) are in the same
   metadata; ``where`` filters are applied here, with :func:`asyncmem.filtering.matches`;
 - ``delete`` and ``forget_user`` delete sessions.
@@ -71,8 +72,11 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DEFAULT_BASE_URL",
+    "DEFAULT_PROBE_TIMEOUT",
     "DEFAULT_WORKSPACE",
+    "MAX_MESSAGES_PER_CALL",
     "MAX_MESSAGE_CHARS",
+    "MAX_RUN_BYTES",
     "MAX_SEARCH_HITS",
     "MAX_TERM_SEARCHES",
     "HonchoBackend",
@@ -84,12 +88,30 @@ DEFAULT_WORKSPACE = "asyncmem"
 """The workspace memories live in unless ``workspace_id`` says otherwise."""
 MAX_MESSAGE_CHARS = 25_000
 """Longest message the Honcho server accepts; longer values are stored as several messages."""
+MAX_MESSAGES_PER_CALL = 100
+"""Most messages the Honcho server accepts in one request."""
+MAX_RUN_BYTES = 4096
+"""Most UTF-8 bytes of runs without whitespace (or of whitespace) in one message, squared
+and summed: the cost budget of one message.
+
+Honcho counts each message's tokens with tiktoken inside the request, and that work is
+quadratic in the length of a run without spaces: on Honcho 3.0.12 one message of 25,000
+emoji (100,000 bytes) took 3.9 s, and a 1 MiB value of emoji in 25,000-character messages
+~41 s, past the 30 s timeout. On that cost model (``tests/fake_honcho.py``,
+``benchmarks/honcho_chunking.py``) a 1 MiB run costs ``3.9e-10 s × 1 MiB × MAX_RUN_BYTES``
+in all and at most ``100 × 3.9e-10 s × MAX_RUN_BYTES²`` per request: 4096 gives 1.7 s in 256
+messages and 0.65 s for the slowest of 3 requests. 16,384 puts 6.7 s in one request; 2,048
+halves the total (0.84 s) for twice the messages and requests; 1,024 (0.42 s) needs 1,024
+messages in 11 requests and slows the cutting of prose tenfold (0.56 s per MiB). Prose
+stays in messages of up to 25,000 characters (its runs are short)."""
 MAX_SEARCH_HITS = 100
 """Most messages one Honcho search returns; ``query`` ranks among at most this many."""
 MAX_TERM_SEARCHES = 8
 """Most single-word searches one ``query`` adds when the words together find too little."""
 PAGE_SIZE = 100
 """Largest page the Honcho server serves."""
+DEFAULT_PROBE_TIMEOUT = 3.0
+"""Seconds :meth:`HonchoBackend.is_available` waits for its one request, without retries."""
 
 _RRF_K = 60
 _HONCHO_ID = re.compile(r"[A-Za-z0-9_-]{1,512}")
@@ -103,10 +125,113 @@ def _digest(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
-def _chunks(value: str) -> list[str]:
+@functools.cache
+def _long_run_patterns(chars: int) -> tuple[re.Pattern[str], re.Pattern[str]]:
+    # Two patterns, each anchored at a run's start: one alternation scans each word from
+    # every position and is 4x slower on prose.
+    return re.compile(rf"(?<!\S)\S{{{chars},}}"), re.compile(rf"\s{{{chars},}}")
+
+
+def _long_runs(value: str, chars: int) -> list[tuple[int, int]]:
+    """Where the runs of at least ``chars`` non-whitespace or whitespace characters are."""
+    if len(value) < chars:
+        return []
+    found = [m.span() for pattern in _long_run_patterns(chars) for m in pattern.finditer(value)]
+    return sorted(found)
+
+
+def _head(text: str, start: int, max_bytes: int) -> int:
+    """The end of the longest piece of ``text`` from ``start`` of at most ``max_bytes`` UTF-8
+    bytes (one character at least)."""
+    end = min(len(text), start + max_bytes)
+    size = len(text[start:end].encode())
+    while size > max_bytes and end > start + 1:
+        end = start + max(1, (end - start) * max_bytes // size)
+        size = len(text[start:end].encode())
+    return end
+
+
+def _cut(text: str, end: int, back: int) -> int:
+    """Where to end a message at or before ``end``: after the last whitespace of the
+    ``back`` characters before it, else at ``end``."""
+    for i in range(end, max(0, end - back) - 1, -1):
+        if i < len(text) and text[i - 1 : i].isspace():
+            return i
+    return end
+
+
+def _chunks(value: str, max_run_bytes: int = MAX_RUN_BYTES) -> list[str]:
+    """Cut ``value`` into the messages that carry it to Honcho's search.
+
+    A message holds at most :data:`MAX_MESSAGE_CHARS` characters and runs (of non-whitespace,
+    or of whitespace) whose squared UTF-8 lengths add up to at most ``max_run_bytes²``, so the
+    server's token counting stays fast (see :data:`MAX_RUN_BYTES`). Text whose runs are all
+    shorter than ``short`` characters is charged an upper bound (``16·short`` per character,
+    which lets such text fill a message) and cut after a whitespace, so words are not cut; a
+    longer run is charged exactly, and one too long for a message is cut into pieces that
+    each end a message (two pieces in one message would join again).
+    """
     if not value:
         return [""]
-    return [value[i : i + MAX_MESSAGE_CHARS] for i in range(0, len(value), MAX_MESSAGE_CHARS)]
+    budget = max_run_bytes * max_run_bytes
+    short = max(1, budget // (16 * MAX_MESSAGE_CHARS))
+    per_char = 16 * short
+    chunks: list[str] = []
+    parts: list[str] = []
+    length = cost = 0
+
+    def flush() -> None:
+        nonlocal parts, length, cost
+        if parts:
+            chunks.append("".join(parts))
+        parts, length, cost = [], 0, 0
+
+    def add(text: str, size: int) -> None:
+        nonlocal length, cost
+        parts.append(text)
+        length += len(text)
+        cost += size
+
+    def plain(start: int, stop: int) -> None:
+        while start < stop:
+            room = min(MAX_MESSAGE_CHARS - length, (budget - cost) // per_char)
+            if stop - start <= room:
+                add(value[start:stop], (stop - start) * per_char)
+                return
+            end = _cut(value, start + room, short) if room > 0 else start
+            if end <= start:
+                if not parts:
+                    end = start + max(1, room)
+                else:
+                    flush()
+                    continue
+            add(value[start:end], (end - start) * per_char)
+            flush()
+            start = end
+
+    def long(start: int, stop: int) -> None:
+        while start < stop:
+            if stop - start <= max_run_bytes:
+                run = value[start:stop]
+                size = len(run) if run.isascii() else len(run.encode())
+                if length + len(run) <= MAX_MESSAGE_CHARS and cost + size * size <= budget:
+                    add(run, size * size)
+                    return
+            if parts:
+                flush()
+                continue
+            end = _head(value, start, min(max_run_bytes, MAX_MESSAGE_CHARS))
+            chunks.append(value[start:end])
+            start = end
+
+    pos = 0
+    for start, stop in _long_runs(value, short):
+        plain(pos, start)
+        long(start, stop)
+        pos = stop
+    plain(pos, len(value))
+    flush()
+    return chunks
 
 
 def _is_loopback(base_url: str) -> bool:
@@ -165,30 +290,33 @@ class HonchoBackend(BackendBase):
     ``api_key`` is sent as a bearer token and never appears in reprs, logs or errors.
     ``timeout`` bounds every HTTP request and ``max_retries`` the SDK's retries (on 429,
     5xx, timeouts and connection errors, honouring ``Retry-After``); a call can take up to
-    ``timeout * (max_retries + 1)`` plus back-off. ``max_workers`` bounds the threads that
-    run SDK calls, so that many operations at most are in flight. ``http_client`` replaces
-    the ``httpx.Client`` (tests inject one with a mock transport); the backend closes only a
-    client it made. ``reasoning`` leaves Honcho's background reasoning on for memory sessions
-    (off by default: it sends stored values to a language model). ``max_versions`` is how
-    many versions of a memory :meth:`history` keeps, the current one included. Nothing is
-    read from the environment.
+    ``timeout * (max_retries + 1)`` plus back-off. :meth:`is_available` makes one request
+    bounded by ``probe_timeout`` (at most ``timeout``), without retries. ``max_workers``
+    bounds the threads that run SDK calls, so that many operations at most are in flight.
+    ``http_client`` replaces the ``httpx.Client`` (tests inject one with a mock transport);
+    the backend closes only a client it made. ``reasoning`` leaves Honcho's background
+    reasoning on for memory sessions (off by default: it sends stored values to a language
+    model). ``max_versions`` is how many versions of a memory :meth:`history` keeps, the
+    current one included. Nothing is read from the environment.
 
     Weaker guarantees than the SQL store, because Honcho offers no transactions:
 
-    - ``store`` makes three HTTP calls (four for a new key): find the key's session, add the
-      value as messages, then replace the session's metadata. A store that raised before
-      the last call changed nothing visible (a new key may leave an empty placeholder
-      session that reads ignore and the next store reuses); one that raised during the last
-      call may or may not have taken effect. Stores and deletes of one key take turns
-      within a process; two processes storing the same key at once: the last metadata
-      write wins, which need not be the one with the latest ``updated_at``.
+    - ``store`` makes three HTTP calls (four for a new key; one more per 100 messages past
+      the first 100): find the key's session, add the value as messages, then replace the
+      session's metadata. A store that raised before the last call changed nothing visible
+      (a new key may leave an empty placeholder session that reads ignore and the next
+      store reuses); one that raised during the last call may or may not have taken effect.
+      Stores and deletes of one key take turns within a process; two processes storing the
+      same key at once: the last metadata write wins, which need not be the one with the
+      latest ``updated_at``.
     - Deletion is asynchronous on the server: ``delete`` and ``forget_user`` return once
       Honcho has accepted it, after which the memory is invisible to every operation here;
       Honcho's worker erases the session and its messages later. Peers cannot be deleted:
       after ``forget_user`` a peer named by a hash of the user id remains, holding nothing.
-    - ``query`` is Honcho's own search (semantic and full-text) over at most
-      :data:`MAX_SEARCH_HITS` messages, filtered to the user; ``score`` is derived from the
-      rank, not a server score. Reads see the server's state at the time of each request.
+    - ``query`` is Honcho's own search (semantic and full-text) in windows of at most
+      :data:`MAX_SEARCH_HITS` messages, filtered to the user and repeated past the stale hits
+      that fill a window; ``score`` is derived from the rank, not a server score. Reads see
+      the server's state at the time of each request.
     - ``where`` filters, ``list_keys`` paging and expiry are done here, not by the server
       (the caller's metadata is JSON text to Honcho, and ``expires_at`` a plain number):
       ``list_keys``, ``scan`` and ``purge_expired`` read every session of the user (or of
@@ -213,6 +341,7 @@ class HonchoBackend(BackendBase):
         workspace_id: str = DEFAULT_WORKSPACE,
         timeout: float = 30.0,
         max_retries: int = 2,
+        probe_timeout: float = DEFAULT_PROBE_TIMEOUT,
         max_workers: int = 8,
         reasoning: bool = False,
         max_versions: int = 10,
@@ -223,8 +352,9 @@ class HonchoBackend(BackendBase):
             raise InvalidInputError("base_url must be an http:// or https:// URL")
         if not isinstance(workspace_id, str) or not _HONCHO_ID.fullmatch(workspace_id):
             raise InvalidInputError("workspace_id must be 1-512 of A-Z, a-z, 0-9, '_' and '-'")
-        if timeout <= 0:
-            raise InvalidInputError("timeout must be positive")
+        for name, seconds in (("timeout", timeout), ("probe_timeout", probe_timeout)):
+            if isinstance(seconds, bool) or not isinstance(seconds, int | float) or seconds <= 0:
+                raise InvalidInputError(f"{name} must be a positive number of seconds")
         if max_retries < 0:
             raise InvalidInputError("max_retries must not be negative")
         if max_workers < 1:
@@ -238,6 +368,7 @@ class HonchoBackend(BackendBase):
         self.base_url = base_url.rstrip("/")
         self.workspace_id = workspace_id
         self.timeout = timeout
+        self.probe_timeout = min(probe_timeout, timeout)
         self.max_retries = max_retries
         self.max_workers = max_workers
         self.reasoning = reasoning
@@ -247,7 +378,9 @@ class HonchoBackend(BackendBase):
         self._injected_client = http_client
         self._http: httpx.Client | None = None
         self._client: Honcho | None = None
+        self._probe: Honcho | None = None
         self._pool: ThreadPoolExecutor | None = None
+        self._probe_pool: ThreadPoolExecutor | None = None
         self._key_locks: weakref.WeakValueDictionary[tuple[str, str], asyncio.Lock] = (
             weakref.WeakValueDictionary()
         )
@@ -275,22 +408,36 @@ class HonchoBackend(BackendBase):
                 max_retries=self.max_retries,
                 http_client=http,
             )
+            # The health probe: the same HTTP client, its own short timeout, no retries.
+            probe = honcho.Honcho(
+                api_key=self._api_key,
+                base_url=self.base_url,
+                workspace_id=self.workspace_id,
+                timeout=self.probe_timeout,
+                max_retries=0,
+                http_client=http,
+            )
         # The SDK falls back to HONCHO_API_KEY when no key is given; backends read no
         # environment, so the key is exactly what the caller passed.
         client._http.api_key = self._api_key
+        probe._http.api_key = self._api_key
         self._http = http
         self._client = client
+        self._probe = probe
         self._pool = ThreadPoolExecutor(self.max_workers, thread_name_prefix="asyncmem-honcho")
+        # Its own thread, so that a probe does not wait behind calls stuck on a frozen server.
+        self._probe_pool = ThreadPoolExecutor(1, thread_name_prefix="asyncmem-honcho-probe")
 
     async def _close(self) -> None:
-        pool, self._pool = self._pool, None
-        if pool is not None:
+        pools = [p for p in (self._pool, self._probe_pool) if p is not None]
+        self._pool = self._probe_pool = None
+        for pool in pools:
             # Calls already submitted finish (their HTTP timeout bounds the wait), off the loop.
             await asyncio.get_running_loop().run_in_executor(None, pool.shutdown)
         http, self._http = self._http, None
         if http is not None and http is not self._injected_client:
             http.close()
-        self._client = None
+        self._client = self._probe = None
 
     async def _call(self, operation: str, fn: Callable[..., _T], /, *args: Any) -> _T:
         """Run ``fn(client, *args)``, which calls the SDK, on the backend's thread pool.
@@ -298,8 +445,14 @@ class HonchoBackend(BackendBase):
         The one place SDK code runs: never on the event loop, always inside the error
         translation.
         """
+        return await self._run(operation, False, fn, *args)
+
+    async def _run(self, operation: str, probe: bool, fn: Callable[..., _T], /, *args: Any) -> _T:
         await self._ready()
-        client, pool = self._client, self._pool
+        if probe:
+            client, pool = self._probe, self._probe_pool
+        else:
+            client, pool = self._client, self._pool
         if client is None or pool is None:
             raise BackendClosedError(f"the {self.backend_name} backend is closed")
         try:
@@ -320,11 +473,16 @@ class HonchoBackend(BackendBase):
         return lock
 
     async def is_available(self) -> bool:
-        """Whether the server answers and accepts the credentials (one HTTP call)."""
+        """Whether the server answers and accepts the credentials.
+
+        One HTTP request on a thread of its own, bounded by ``probe_timeout`` and never
+        retried: a frozen server is reported within ``probe_timeout`` seconds, not after
+        ``timeout * (max_retries + 1)``.
+        """
         if self.closed:
             return False
         try:
-            await self._call("is_available", _ping)
+            await self._run("is_available", True, _ping)
         except AsyncmemError:
             return False
         return True
@@ -381,7 +539,9 @@ class HonchoBackend(BackendBase):
         server with embeddings adds its semantic matches to every list. One more call reads
         the sessions of the hits, to drop deleted keys, superseded values, expired memories
         and, with ``where``, memories whose metadata does not match (filtered here, among
-        the hits: each search then asks for :data:`MAX_SEARCH_HITS`).
+        the hits: each search then asks for :data:`MAX_SEARCH_HITS`). A search whose window
+        is full of such hits is repeated past the sessions it saw (two more calls each
+        time), so overwritten keys and big values never hide other memories.
         """
         user_id = check_id("user_id", user_id)
         text = check_text(text)
@@ -392,18 +552,59 @@ class HonchoBackend(BackendBase):
             await self._ready()
             return []
         size = MAX_SEARCH_HITS if conditions else min(MAX_SEARCH_HITS, max(2 * limit, limit + 10))
-        found, phrase = await self._call(
-            "query", _query_words, user_id, terms, size, limit, conditions
+        # All the words together, in one thread call: its sessions are read there when it
+        # is the only search, or when they might be ``limit`` memories on their own.
+        read_at = 1 if len(terms) == 1 else limit
+        phrase, known = await self._call(
+            "query", _hits, user_id, " ".join(terms), size, limit, conditions, read_at
         )
-        if found is not None:
-            return found
-        each = await asyncio.gather(
-            *(
-                self._call("query", _search, user_id, term, size)
-                for term in terms[:MAX_TERM_SEARCHES]
+        ranked = [phrase]
+        if len(terms) > 1 and len(_live_sessions(phrase, known)) < limit:
+            ranked += await self._searches(
+                user_id, terms[:MAX_TERM_SEARCHES], size, limit, known, conditions
             )
-        )
-        return await self._call("query", _resolve, user_id, [phrase, *each], limit, conditions)
+            await self._learn(user_id, ranked, known, conditions)
+        return _fuse(ranked, limit, known)
+
+    async def _searches(
+        self,
+        user_id: str,
+        texts: list[str],
+        size: int,
+        want: int,
+        known: _Known,
+        conditions: tuple[Condition, ...],
+    ) -> list[list[Message]]:
+        """The user's messages matching each of ``texts``, each list widened as
+        :func:`_hits` does, the lists' searches concurrent and one read per round for all
+        the full windows."""
+        lists: list[list[Message]] = [[] for _ in texts]
+        seen: list[dict[str, str | None]] = [{} for _ in texts]
+        active = list(range(len(texts)))
+        while active:
+            found = await asyncio.gather(
+                *(self._call("query", _search, user_id, texts[i], size, seen[i]) for i in active)
+            )
+            full = [
+                i for i, hits in zip(active, found, strict=True) if _extend(lists[i], hits, size)
+            ]
+            await self._learn(user_id, [lists[i] for i in full], known, conditions)
+            active = [i for i in full if len(_live_sessions(lists[i], known)) < want]
+            for i in active:
+                seen[i] = _widen(lists[i], known)
+        return lists
+
+    async def _learn(
+        self,
+        user_id: str,
+        ranked: list[list[Message]],
+        known: _Known,
+        conditions: tuple[Condition, ...],
+    ) -> None:
+        """Read the sessions of ``ranked`` not in ``known`` yet: one call, or none."""
+        unknown = _unknown(ranked, known)
+        if unknown:
+            known.update(await self._call("query", _read, user_id, unknown, conditions))
 
     async def list_keys(
         self,
@@ -674,14 +875,14 @@ def _store(
         created_at = updated_at = now
     expires_at = None if item.ttl is None else updated_at + item.ttl
     revision = secrets.token_hex(8)
-    session.add_messages(
-        [
-            honcho.MessageCreateParams(
-                content=part, peer_id=peer_id, metadata={_MARK: _FORMAT, "rev": revision}
-            )
-            for part in _chunks(value)
-        ]
-    )
+    messages = [
+        honcho.MessageCreateParams(
+            content=part, peer_id=peer_id, metadata={_MARK: _FORMAT, "rev": revision}
+        )
+        for part in _chunks(value)
+    ]
+    for start in range(0, len(messages), MAX_MESSAGES_PER_CALL):
+        session.add_messages(messages[start : start + MAX_MESSAGES_PER_CALL])
     session.set_metadata(
         {
             **identity,
@@ -783,59 +984,136 @@ def _scan_page(
     return [_entry(s.metadata or {}) for s in page if _visible(s, now, conditions)]
 
 
-def _search(client: Honcho, user_id: str, text: str, size: int) -> list[Message]:
-    return list(client.search(text, filters={"peer_id": _peer_id(user_id)}, limit=size))
+_Known = dict[str, Mapping[str, Any] | None]
+"""Session id → the metadata of the visible memory it holds, or ``None`` (gone, expired,
+another user's, not matching ``where``)."""
 
 
-def _query_words(
+def _search_filters(peer_id: str, seen: Mapping[str, str | None]) -> dict[str, object]:
+    """Filters for a search among ``peer_id``'s messages that leaves out the sessions of
+    ``seen``, except the messages of the revision a session is mapped to."""
+    filters: dict[str, object] = {"peer_id": peer_id}
+    if not seen:
+        return filters
+    outside = {"NOT": [{"session_id": {"in": list(seen)}}]}
+    wanted = [{"session_id": sid, "metadata": {"rev": rev}} for sid, rev in seen.items() if rev]
+    if wanted:
+        filters["OR"] = [outside, *wanted]
+    else:
+        filters.update(outside)
+    return filters
+
+
+def _search(
     client: Honcho,
     user_id: str,
-    terms: list[str],
+    text: str,
     size: int,
-    limit: int,
-    conditions: tuple[Condition, ...],
-) -> tuple[list[MemoryEntry] | None, list[Message]]:
-    """Search all the words together; the memories when that is enough, else the hits."""
-    hits = _search(client, user_id, " ".join(terms), size)
-    if len(terms) > 1 and len({hit.session_id for hit in hits}) < limit:
-        return None, hits
-    found = _resolve(client, user_id, [hits], limit, conditions)
-    if conditions and len(terms) > 1 and len(found) < limit:
-        return None, hits
-    return found, hits
+    seen: Mapping[str, str | None] | None = None,
+) -> list[Message]:
+    filters = _search_filters(_peer_id(user_id), seen or {})
+    return list(client.search(text, filters=filters, limit=size))
 
 
-def _resolve(
+def _read(
+    client: Honcho, user_id: str, ids: list[str], conditions: tuple[Condition, ...]
+) -> _Known:
+    """What the sessions ``ids`` hold now. Hits are the user's peer's messages already, so
+    the sessions are read by id alone and checked here."""
+    known: _Known = dict.fromkeys(ids)
+    now = time.time()
+    for session in _sessions(client, {"id": {"in": ids}}):
+        meta = session.metadata or {}
+        if (
+            meta.get(_MARK) == _FORMAT
+            and meta.get("user_id") == user_id
+            and _visible(session, now, conditions)
+        ):
+            known[session.id] = meta
+    return known
+
+
+def _current_hit(hit: Message, known: _Known) -> bool:
+    """Whether ``hit`` is a message of the current value of a visible memory."""
+    meta = known.get(hit.session_id)
+    return meta is not None and (hit.metadata or {}).get("rev") == meta["rev"]
+
+
+def _live_sessions(hits: list[Message], known: _Known) -> set[str]:
+    return {hit.session_id for hit in hits if _current_hit(hit, known)}
+
+
+def _unknown(ranked: list[list[Message]], known: _Known) -> list[str]:
+    """The sessions of ``ranked`` not in ``known``, in order."""
+    ids = dict.fromkeys(hit.session_id for hits in ranked for hit in hits)
+    return [sid for sid in ids if sid not in known]
+
+
+def _extend(hits: list[Message], found: list[Message], size: int) -> bool:
+    """Add the hits of ``found`` not in ``hits`` yet; whether the window was full of them."""
+    ids = {hit.id for hit in hits}
+    fresh = [hit for hit in found if hit.id not in ids]
+    hits.extend(fresh)
+    return len(found) >= size and bool(fresh)
+
+
+def _hits(
     client: Honcho,
     user_id: str,
-    ranked: list[list[Message]],
-    limit: int,
-    conditions: tuple[Condition, ...] = (),
-) -> list[MemoryEntry]:
+    text: str,
+    size: int,
+    want: int,
+    conditions: tuple[Condition, ...],
+    read_at: int,
+) -> tuple[list[Message], _Known]:
+    """The user's messages matching ``text``, best first, widened past stale hits; and what
+    their sessions hold, read when they are at least ``read_at`` sessions.
+
+    Messages of replaced values are never deleted, and deleted sessions keep theirs until
+    the server's worker erases them, so a window of ``size`` hits can hold few current
+    ones. While the window is full and the hits hold fewer than ``want`` memories, search
+    again, leaving out the sessions seen (but for the messages of a live session's current
+    revision), until ``want`` memories or no more matches. Sessions are read only to decide
+    that; a window that is not full needs no read.
+    """
+    hits: list[Message] = []
+    known: _Known = {}
+    seen: dict[str, str | None] = {}
+    while _extend(hits, _search(client, user_id, text, size, seen), size):
+        unknown = _unknown([hits], known)
+        if unknown:
+            known.update(_read(client, user_id, unknown, conditions))
+        if len(_live_sessions(hits, known)) >= want:
+            break
+        seen = _widen(hits, known)
+    unknown = _unknown([hits], known)
+    if unknown and len({hit.session_id for hit in hits}) >= read_at:
+        known.update(_read(client, user_id, unknown, conditions))
+    return hits, known
+
+
+def _widen(hits: list[Message], known: _Known) -> dict[str, str | None]:
+    """What the next search of a full window leaves out: every session of ``hits``, but
+    for the messages of the current revision of a live session that had no current hit."""
+    live = _live_sessions(hits, known)
+    seen: dict[str, str | None] = {}
+    for sid in dict.fromkeys(hit.session_id for hit in hits):
+        meta = known[sid]
+        seen[sid] = None if meta is None or sid in live else str(meta["rev"])
+    return seen
+
+
+def _fuse(ranked: list[list[Message]], limit: int, known: _Known) -> list[MemoryEntry]:
     """Fuse ranked hit lists into memories, keeping only hits of a key's current value."""
-    ids = list(dict.fromkeys(hit.session_id for hits in ranked for hit in hits))
-    if not ids:
-        return []
-    current: dict[str, Mapping[str, Any]] = {}
-    now = time.time()
-    for session in _sessions(
-        client, {"id": {"in": ids}, "metadata": {_MARK: _FORMAT, "u": _digest(user_id)}}
-    ):
-        meta = session.metadata or {}
-        if meta.get("user_id") == user_id and _visible(session, now, conditions):
-            current[session.id] = meta
     scores: dict[str, float] = {}
     for hits in ranked:
-        seen: list[str] = []
+        seen: set[str] = set()
         for hit in hits:
-            meta = current.get(hit.session_id)
-            if meta is None or hit.session_id in seen:
+            if hit.session_id in seen or not _current_hit(hit, known):
                 continue
-            if (hit.metadata or {}).get("rev") != meta["rev"]:
-                continue
-            seen.append(hit.session_id)
-            rank = len(seen)
-            scores[hit.session_id] = scores.get(hit.session_id, 0.0) + 1.0 / (_RRF_K + rank)
+            seen.add(hit.session_id)
+            scores[hit.session_id] = scores.get(hit.session_id, 0.0) + 1.0 / (_RRF_K + len(seen))
+    current = {sid: meta for sid, meta in known.items() if meta is not None and sid in scores}
     newest: dict[str, str] = {}
     for sid in scores:
         key = current[sid]["key"]

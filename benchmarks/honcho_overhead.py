@@ -4,9 +4,13 @@ against the same HTTP calls made with the ``honcho-ai`` SDK directly, in the cal
 Both talk to the in-memory fake server of ``tests/fake_honcho.py`` through
 ``httpx.MockTransport`` (no network), each on its own fake holding the same memories, so
 the difference is what the adapter adds: input checks, id hashing, JSON of metadata, the
-thread-pool hop, error translation and result mapping.
+thread-pool hop, error translation and result mapping. With ``--url`` both talk to a live
+Honcho server instead, each in a fresh workspace of its own (deleted afterwards, sessions
+first); the bearer token, if the server needs one, comes from ``HONCHO_API_KEY``.
 
     PYTHONPATH=. python benchmarks/honcho_overhead.py [--repeat 2000]
+    HONCHO_API_KEY=... PYTHONPATH=. python benchmarks/honcho_overhead.py \
+        --url http://127.0.0.1:8000 --repeat 300
 
 Overhead is the median of paired differences (the arms alternate call by call, so drift hits
 all of them). "SDK on thread" runs the same SDK calls through a one-thread pool from the event
@@ -20,9 +24,11 @@ from __future__ import annotations
 import argparse
 import asyncio
 import hashlib
+import os
 import statistics
 import sys
 import time
+import uuid
 from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -31,9 +37,11 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import honcho
+import httpx
+from honcho.api_types import SessionConfiguration
 
 from asyncmem.honcho import HonchoBackend
-from tests.fake_honcho import FakeHoncho
+from tests.fake_honcho import FakeHoncho, drop_workspace
 
 URL = "http://127.0.0.1:8000"
 USER = "alice"
@@ -51,13 +59,13 @@ def value(i: int) -> str:
 class Direct:
     """The same HTTP calls as the adapter, written straight against the SDK."""
 
-    def __init__(self, fake: FakeHoncho) -> None:
+    def __init__(self, url: str, api_key: str | None, workspace: str, http: httpx.Client) -> None:
         self.client = honcho.Honcho(
-            base_url=URL,
-            api_key="k",
-            workspace_id="asyncmem",
+            base_url=url,
+            api_key=api_key,
+            workspace_id=workspace,
             max_retries=0,
-            http_client=fake.client(),
+            http_client=http,
         )
         self.peer = "am-" + digest(USER)[:40]
 
@@ -73,6 +81,7 @@ class Direct:
                 f"am-{digest(USER)[:24]}-{digest(key)[:24]}",
                 metadata={"asyncmem": 1, "u": digest(USER), "k": digest(key)},
                 peers=self.peer,
+                configuration=SessionConfiguration(reasoning={"enabled": False}),
             )
         )
         session.add_messages(
@@ -142,84 +151,122 @@ def diff(a: list[float], b: list[float]) -> float:
     return statistics.median(y - x for x, y in zip(a, b, strict=True))
 
 
-async def main(repeat: int) -> None:
-    fake_a, fake_d = FakeHoncho(), FakeHoncho()
-    direct = Direct(fake_d)
-    backend = HonchoBackend(base_url=URL, http_client=fake_a.client(), max_retries=0)
-    async with backend:
-        for i, key in enumerate(KEYS):
-            await backend.store(USER, key, value(i))
-            direct.store(key, value(i))
-        counter = iter(range(10**9))
-        cases: list[tuple[str, Callable[[], Any], Callable[[], Awaitable[Any]], int]] = [
-            (
-                "retrieve",
-                lambda: direct.retrieve("fact2"),
-                lambda: backend.retrieve(USER, "fact2"),
-                1,
-            ),
-            (
-                "query (one word)",
-                lambda: direct.query(["tulips"]),
-                lambda: backend.query(USER, "tulips?"),
-                2,
-            ),
-            (
-                "query (3 words, 1 hit)",
-                lambda: direct.query(["grey", "cat", "7"]),
-                lambda: backend.query(USER, "A grey cat, 7?"),
-                5,
-            ),
-            ("list_keys (20 keys)", direct.list_keys, lambda: backend.list_keys(USER), 1),
-            (
-                "delete (missing key)",
-                lambda: direct.delete("nope"),
-                lambda: backend.delete(USER, "nope"),
-                1,
-            ),
-            # Last: every store adds a message, and the fake's search reads them all.
-            (
-                "store (existing key)",
-                lambda: direct.store("fact1", value(next(counter))),
-                lambda: backend.store(USER, "fact1", value(next(counter))),
-                3,
-            ),
-        ]
+def clients(url: str | None) -> tuple[httpx.Client, httpx.Client]:
+    """The adapter's and the SDK's HTTP clients: on two fakes, or to the live server."""
+    if url is None:
+        return FakeHoncho().client(), FakeHoncho().client()
+    return (
+        httpx.Client(timeout=30.0, trust_env=False),
+        httpx.Client(timeout=30.0, trust_env=False),
+    )
+
+
+async def main(repeat: int, url: str | None) -> None:
+    api_key = os.environ.get("HONCHO_API_KEY") if url is not None else None
+    run = uuid.uuid4().hex[:8]
+    workspaces = (
+        ("asyncmem", "asyncmem") if url is None else (f"am-bench-{run}-a", f"am-bench-{run}-d")
+    )
+    http_a, http_d = clients(url)
+    base = url or URL
+    direct = Direct(base, api_key, workspaces[1], http_d)
+    backend = HonchoBackend(
+        base_url=base,
+        api_key=api_key,
+        workspace_id=workspaces[0],
+        http_client=http_a,
+        max_retries=0,
+    )
+    try:
+        async with backend:
+            await measure(backend, direct, repeat)
+    finally:
+        if url is not None:
+            async with HonchoBackend(
+                base_url=base, api_key=api_key, workspace_id=workspaces[0], http_client=http_a
+            ) as cleaner:
+                await cleaner._call("cleanup", drop_workspace, workspaces[0])
+            drop_workspace(direct.client, workspaces[1])
+        http_a.close()
+        http_d.close()
+
+
+async def measure(backend: HonchoBackend, direct: Direct, repeat: int) -> None:
+    for i, key in enumerate(KEYS):
+        await backend.store(USER, key, value(i))
+        direct.store(key, value(i))
+    counter = iter(range(10**9))
+    cases: list[tuple[str, Callable[[], Any], Callable[[], Awaitable[Any]], int]] = [
+        (
+            "retrieve",
+            lambda: direct.retrieve("fact2"),
+            lambda: backend.retrieve(USER, "fact2"),
+            1,
+        ),
+        (
+            "query (one word)",
+            lambda: direct.query(["tulips"]),
+            lambda: backend.query(USER, "tulips?"),
+            2,
+        ),
+        (
+            "query (3 words, 1 hit)",
+            lambda: direct.query(["grey", "cat", "7"]),
+            lambda: backend.query(USER, "A grey cat, 7?"),
+            5,
+        ),
+        ("list_keys (20 keys)", direct.list_keys, lambda: backend.list_keys(USER), 1),
+        (
+            "delete (missing key)",
+            lambda: direct.delete("nope"),
+            lambda: backend.delete(USER, "nope"),
+            1,
+        ),
+        # Last: every store adds a message, and the fake's search reads them all.
+        (
+            "store (existing key)",
+            lambda: direct.store("fact1", value(next(counter))),
+            lambda: backend.store(USER, "fact1", value(next(counter))),
+            3,
+        ),
+    ]
+    print(
+        f"{'operation':22} {'HTTP':>4} {'SDK':>6} {'SDK on thread':>13} {'adapter':>8} "
+        f"{'overhead':>9} {'of which hop':>12} {'SDK min':>8} {'adapter min':>11} "
+        f"{'SDK CPU':>8} {'adapter CPU':>11}"
+    )
+    print("(µs per call; p50 unless marked; overhead = adapter - SDK, paired)")
+    worker = ThreadPoolExecutor(1)
+    loop = asyncio.get_running_loop()
+    for name, sync_fn, async_fn, calls in cases:
+
+        async def direct_arm(fn: Callable[[], Any] = sync_fn) -> Any:
+            return fn()
+
+        async def thread_arm(fn: Callable[[], Any] = sync_fn) -> Any:
+            return await loop.run_in_executor(worker, fn)
+
+        arms = [direct_arm, thread_arm, async_fn]
+        await paired(arms, max(20, repeat // 10))
+        (sdk, sdk_cpu), (hopped, _), (ours, our_cpu) = await paired(arms, repeat)
         print(
-            f"{'operation':22} {'HTTP':>4} {'SDK':>6} {'SDK on thread':>13} {'adapter':>8} "
-            f"{'overhead':>9} {'of which hop':>12} {'SDK min':>8} {'adapter min':>11} "
-            f"{'SDK CPU':>8} {'adapter CPU':>11}"
+            f"{name:22} {calls:>4} {statistics.median(sdk):>6.0f} "
+            f"{statistics.median(hopped):>13.0f} {statistics.median(ours):>8.0f} "
+            f"{diff(sdk, ours):>9.0f} {diff(sdk, hopped):>12.0f} {min(sdk):>8.0f} "
+            f"{min(ours):>11.0f} {sdk_cpu:>8.0f} {our_cpu:>11.0f}"
         )
-        print("(µs per call; p50 unless marked; overhead = adapter - SDK, paired)")
-        worker = ThreadPoolExecutor(1)
-        loop = asyncio.get_running_loop()
-        for name, sync_fn, async_fn, calls in cases:
-
-            async def direct_arm(fn: Callable[[], Any] = sync_fn) -> Any:
-                return fn()
-
-            async def thread_arm(fn: Callable[[], Any] = sync_fn) -> Any:
-                return await loop.run_in_executor(worker, fn)
-
-            arms = [direct_arm, thread_arm, async_fn]
-            await paired(arms, max(20, repeat // 10))
-            (sdk, sdk_cpu), (hopped, _), (ours, our_cpu) = await paired(arms, repeat)
-            print(
-                f"{name:22} {calls:>4} {statistics.median(sdk):>6.0f} "
-                f"{statistics.median(hopped):>13.0f} {statistics.median(ours):>8.0f} "
-                f"{diff(sdk, ours):>9.0f} {diff(sdk, hopped):>12.0f} {min(sdk):>8.0f} "
-                f"{min(ours):>11.0f} {sdk_cpu:>8.0f} {our_cpu:>11.0f}"
-            )
-        worker.shutdown()
-        hop = [0.0] * repeat
-        for i in range(repeat):
-            start = time.perf_counter_ns()
-            await loop.run_in_executor(backend._pool, int)
-            hop[i] = (time.perf_counter_ns() - start) / 1000
-        print(f"thread-pool hop alone, p50: {statistics.median(hop):.0f} µs")
+    worker.shutdown()
+    hop = [0.0] * repeat
+    for i in range(repeat):
+        start = time.perf_counter_ns()
+        await loop.run_in_executor(backend._pool, int)
+        hop[i] = (time.perf_counter_ns() - start) / 1000
+    print(f"thread-pool hop alone, p50: {statistics.median(hop):.0f} µs")
 
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=2000)
-    asyncio.run(main(parser.parse_args().repeat))
+    parser.add_argument("--url", help="a live Honcho server (default: the in-memory fake)")
+    args = parser.parse_args()
+    asyncio.run(main(args.repeat, args.url))

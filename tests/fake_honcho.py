@@ -11,13 +11,21 @@ plastic-labs/honcho (``src/crud/session.py``, ``src/utils/filter.py``, ``src/sch
   worker (:meth:`FakeHoncho.run_deletions`);
 - ``POST …/sessions/list`` lists active sessions only, oldest first, in pages of at most
   100 (``size`` over 100 is a 422, as ``fastapi_pagination`` answers);
-- ``POST …/sessions/{id}/messages``: 1-100 messages of at most 25,000 characters, else 422;
+- ``POST …/sessions/{id}/messages``: 1-100 messages of at most 25,000 characters, else 422.
+  Messages are never deleted on their own, only with their session. Counting each message's
+  tokens (the real server runs tiktoken inside the request) costs modelled time, see
+  :func:`token_count_seconds`; a request whose modelled time exceeds the client's read
+  timeout still takes effect, and the client gets ``httpx.ReadTimeout``, as from a real
+  server that finishes an abandoned request;
+- ``DELETE /v3/workspaces/{id}``: 409 while the workspace has an active session, else the
+  workspace goes with everything in it;
 - ``POST …/search`` as ``src/utils/search.py`` does it without embeddings: a query with
   punctuation is a case-insensitive substring match, newest first; otherwise
   ``plainto_tsquery('english', …)`` (every word, stemmed, stop words dropped) ranked by
   ``ts_rank``, or a substring match; at most ``limit`` (1-100). It does not know about
   sessions marked for deletion until the worker erased them;
-- filters: top-level fields AND-ed; ``metadata`` is JSON containment; ``id``, ``peer_id``,
+- filters: top-level fields AND-ed; ``AND``, ``OR`` and ``NOT`` take a list of filters (``NOT``
+  matches what none of them matches); ``metadata`` is JSON containment; ``id``, ``peer_id``,
   ``session_id`` take a value or ``{"in": [...]}``; anything else is a 422;
 - ids match ``[A-Za-z0-9_-]{1,512}``; metadata has at most 100 top-level keys and 5 levels.
 
@@ -25,7 +33,9 @@ Faults for tests: a wrong bearer token is a 401; :meth:`FakeHoncho.fail` scripts
 answers (429 with ``Retry-After``, 500, …) for the next requests; :meth:`FakeHoncho.slow`
 makes the next requests take longer than the client's timeout (they then raise
 ``httpx.ReadTimeout`` after the timeout, as a real transport would); :attr:`gate` holds
-requests until set, to count how many run at once.
+requests until set, to count how many run at once. :attr:`read_timeouts` records each
+request's read timeout and :attr:`message_seconds` the modelled token-counting time of each
+``…/messages`` request.
 """
 
 from __future__ import annotations
@@ -52,6 +62,26 @@ import httpx
 ID = re.compile(r"^[A-Za-z0-9_-]{1,512}$")
 MAX_MESSAGE_CHARS = 25_000
 MAX_WORD_BYTES = 2047
+MAX_FILTER_DEPTH = 5
+
+TOKEN_COUNT_SECONDS = 3.9 / 100_000**2
+"""Modelled seconds per squared UTF-8 byte of a run, from Honcho 3.0.12 on loopback: one
+message of 25,000 emoji (a 100,000-byte run) took 3.9 s to add."""
+_RUNS = re.compile(r"\s+|\S+")
+
+
+def token_count_seconds(content: str) -> float:
+    """The modelled time the server spends counting the tokens of one message.
+
+    tiktoken splits text into pieces (words, runs of symbols, runs of whitespace) and merges
+    each piece's bytes pair by pair, which is quadratic in the piece's length: prose is cheap,
+    a long run without spaces is not. The model charges each maximal run of non-whitespace,
+    or of whitespace, its length in bytes squared: an upper bound on tiktoken's pieces (it
+    also splits letters from digits and symbols), calibrated on one message of 25,000 emoji
+    (3.9 s), which also reproduces the 1 MiB measurements of issue 19 (~41 s in 25,000-char
+    messages; 5,000: 8.2 s against 3.2-9.0 s measured; 2,000: 3.3 s against 1.6-3.7 s).
+    """
+    return TOKEN_COUNT_SECONDS * sum(len(m.group().encode()) ** 2 for m in _RUNS.finditer(content))
 
 
 class Problem(Exception):
@@ -224,6 +254,9 @@ class FakeHoncho:
         self.gate: threading.Event | None = None
         self.in_flight = 0
         self.max_in_flight = 0
+        self.read_timeouts: list[float | None] = []
+        self.message_seconds: list[float] = []
+        self._work = threading.local()
         self._seq = itertools.count(1)
 
     @property
@@ -277,6 +310,8 @@ class FakeHoncho:
         with self.lock:
             self.requests.append((request.method, request.url.path))
             self.authorizations.append(request.headers.get("authorization"))
+            read_timeout = request.extensions.get("timeout", {}).get("read")
+            self.read_timeouts.append(read_timeout)
             fault = next((f for f in self.faults if f.applies(request)), None)
             if fault is not None:
                 self.faults.remove(fault)
@@ -300,7 +335,10 @@ class FakeHoncho:
             if fault is not None:
                 raise Problem(fault.status, f"injected {fault.status}", fault.headers)
             body = json.loads(request.content) if request.content else None
+            self._work.seconds = 0.0
             status, payload = self.route(request.method, request.url.path, request.url.params, body)
+            if read_timeout is not None and self._work.seconds > read_timeout:
+                raise httpx.ReadTimeout("timed out", request=request)
             return httpx.Response(status, json=payload)
         except Problem as exc:
             return httpx.Response(exc.status, json={"detail": exc.detail}, headers=exc.headers)
@@ -318,6 +356,8 @@ class FakeHoncho:
         with self.lock:
             if method == "POST" and not rest:
                 return 200, self._workspace(body)
+            if method == "DELETE" and len(rest) == 1:
+                return self._delete_workspace(rest[0])
             if len(rest) < 2:
                 raise Problem(404, "Not Found")
             ws = rest[0]
@@ -350,6 +390,17 @@ class FakeHoncho:
         return self.workspaces.setdefault(
             ws, {"id": ws, "metadata": {}, "configuration": {}, "created_at": _now()}
         )
+
+    def _delete_workspace(self, ws: str) -> tuple[int, Any]:
+        if ws not in self.workspaces:
+            raise Problem(404, f"Workspace {ws} not found")
+        if any(s.workspace_id == ws and s.is_active for s in self.sessions.values()):
+            raise Problem(409, "Cannot delete a workspace with active sessions")
+        del self.workspaces[ws]
+        self.sessions = {k: s for k, s in self.sessions.items() if s.workspace_id != ws}
+        self.peers = {k: p for k, p in self.peers.items() if k[0] != ws}
+        self.messages = [m for m in self.messages if m.workspace_id != ws]
+        return 202, {"message": "Workspace deletion accepted"}
 
     def _session_or_create(
         self, ws: str, sid: str, metadata: Any, configuration: Any, peers: Any
@@ -442,6 +493,9 @@ class FakeHoncho:
             if not isinstance(m.get("content"), str) or len(m["content"]) > MAX_MESSAGE_CHARS:
                 raise Problem(422, f"content: at most {MAX_MESSAGE_CHARS} characters")
             _check_metadata(m.get("metadata"))
+        seconds = sum(token_count_seconds(m["content"]) for m in messages)
+        self.message_seconds.append(seconds)
+        self._work.seconds += seconds
         created = []
         for m in messages:
             peer = m["peer_id"]
@@ -499,12 +553,26 @@ class FakeHoncho:
         scored.sort(key=lambda t: (-t[0], -t[1]))
         return 200, [m.json() for _, _, m in scored[: 2 * limit][:limit]]
 
-    def _matches(self, filters: Any, row: dict[str, Any]) -> bool:
+    def _matches(self, filters: Any, row: dict[str, Any], depth: int = 0) -> bool:
         if filters is None:
             return True
         if not isinstance(filters, dict):
             raise Problem(422, "filters must be an object")
+        if depth > MAX_FILTER_DEPTH:
+            raise Problem(422, "Filter nesting exceeds maximum depth of 5")
         for name, want in filters.items():
+            if name in {"AND", "OR", "NOT"}:
+                if not isinstance(want, list):
+                    raise Problem(422, f"{name} operator must contain a list")
+                # Empty sub-filters add no condition, as on the server.
+                results = [self._matches(f, row, depth + 1) for f in want if f != {}]
+                if name == "AND" and not all(results):
+                    return False
+                if name == "OR" and results and not any(results):
+                    return False
+                if name == "NOT" and any(results):
+                    return False
+                continue
             if name not in row:
                 raise Problem(422, f"Invalid filter column: {name}")
             have = row[name]
@@ -536,30 +604,69 @@ def live_settings() -> tuple[str, str | None] | None:
     return url, os.environ.get(LIVE_KEY_VARIABLE) or None
 
 
+def fake_backend(fake: FakeHoncho, **options: Any) -> Any:
+    """A :class:`~asyncmem.honcho.HonchoBackend` on ``fake``: no retries and a 5 s timeout
+    unless ``options`` say otherwise."""
+    from asyncmem.honcho import HonchoBackend
+
+    settings: dict[str, Any] = {"max_retries": 0, "timeout": 5.0, **options}
+    return HonchoBackend(
+        base_url="http://127.0.0.1:8000", api_key=TEST_KEY, http_client=fake.client(), **settings
+    )
+
+
+def drop_workspace(client: Any, workspace: str, *, attempts: int = 20, pause: float = 0.25) -> None:
+    """Delete every session of ``workspace``, then the workspace itself.
+
+    Honcho answers 409 to deleting a workspace while it has an active session, so the
+    sessions go first (deleting marks them inactive at once). A 409 left after that (a
+    session created meanwhile) is retried a few times, then raised: a clean-up that fails
+    says so.
+    """
+    import honcho
+
+    for attempt in range(attempts):
+        for session in list(client.sessions(size=100)):
+            with suppress(honcho.NotFoundError):
+                session.delete()
+        try:
+            client.delete_workspace(workspace)
+        except honcho.NotFoundError:
+            return
+        except honcho.ConflictError:
+            if attempt == attempts - 1:
+                raise
+            time.sleep(pause)
+        else:
+            return
+
+
 @asynccontextmanager
 async def honcho_backend(tmp_path: Path | None = None, **options: Any) -> AsyncIterator[Any]:
     """A :class:`~asyncmem.honcho.HonchoBackend`, open: on the live server named by
     ``ASYNCMEM_TEST_HONCHO_URL`` (in a fresh workspace) when set, else on a fresh
-    :class:`FakeHoncho`. The factory for the shared conformance suite."""
-    from asyncmem.errors import AsyncmemError
+    :class:`FakeHoncho`. The factory for the shared conformance suite. Afterwards the
+    workspace is deleted, sessions first, on the fake too (so the clean-up is tested)."""
     from asyncmem.honcho import HonchoBackend
 
     live = live_settings()
+    workspace = f"asyncmem-test-{uuid.uuid4().hex[:12]}"
     if live is not None:
         url, key = live
-        workspace = f"asyncmem-test-{uuid.uuid4().hex[:12]}"
-        backend = HonchoBackend(base_url=url, api_key=key, workspace_id=workspace, **options)
+        settings: dict[str, Any] = {"base_url": url, "api_key": key, "workspace_id": workspace}
     else:
         fake = FakeHoncho(api_key=TEST_KEY)
         options.setdefault("max_retries", 0)
-        backend = HonchoBackend(
-            base_url="http://127.0.0.1:8000",
-            api_key=TEST_KEY,
-            http_client=fake.client(),
-            **options,
-        )
-    async with backend:
+        http = fake.client()
+        settings = {
+            "base_url": "http://127.0.0.1:8000",
+            "api_key": TEST_KEY,
+            "workspace_id": workspace,
+            "http_client": http,
+        }
+    async with HonchoBackend(**settings, **options) as backend:
         yield backend
-        if live is not None:
-            with suppress(AsyncmemError):
-                await backend._call("cleanup", lambda client: client.delete_workspace(workspace))
+    async with HonchoBackend(**settings) as cleaner:
+        await cleaner._call("cleanup", drop_workspace, workspace)
+    if live is None:
+        assert workspace not in fake.workspaces

@@ -27,7 +27,7 @@ from asyncmem import (
 )
 from asyncmem.backend import MAX_VALUE_BYTES
 from asyncmem.honcho import MAX_MESSAGE_CHARS, HonchoBackend
-from tests.fake_honcho import TEST_KEY, FakeHoncho, honcho_backend, live_settings
+from tests.fake_honcho import TEST_KEY, FakeHoncho, fake_backend, honcho_backend, live_settings
 
 honcho = pytest.importorskip("honcho")
 
@@ -44,14 +44,8 @@ def fake() -> FakeHoncho:
 
 
 def make(fake: FakeHoncho, **options: object) -> HonchoBackend:
-    settings: dict[str, object] = {"max_retries": 0, "timeout": 5.0}
-    settings.update(options)
-    return HonchoBackend(
-        base_url=LOCAL,
-        api_key=TEST_KEY,
-        http_client=fake.client(),
-        **settings,  # type: ignore[arg-type]
-    )
+    backend: HonchoBackend = fake_backend(fake, **options)
+    return backend
 
 
 @pytest.fixture
