@@ -7,9 +7,11 @@ placeholders and ``positiontup`` giving their order.
 from __future__ import annotations
 
 import re
+import time
 
 import pytest
 
+from asyncmem import SQLBackend
 from asyncmem.sql.search import MAX_TERMS, fts5_expression, query_terms, tsquery_expression
 from asyncmem.sql.statements import statements_for
 
@@ -144,3 +146,44 @@ def test_expressions_quote_every_term() -> None:
     assert tsquery_expression(["cat", "piano"]) == "'cat' | 'piano'"
     assert tsquery_expression(["it's"]) == "'it''s'"
     assert tsquery_expression(["a\\b"]) == "'a\\\\b'"
+
+
+async def test_rows_have_the_columns_their_statements_declare(sql_store: SQLBackend) -> None:
+    """Callers read rows by name; each statement declares those names (``SQL.columns``), and
+    the rows the driver returns have exactly them, in that order."""
+    sql = sql_store._sql
+    await sql_store.store("alice", "k", "a grey cat", {"session": "s"})
+    driver = sql_store._driver
+    now = time.time()
+    cases = [
+        (sql.retrieve, sql.retrieve.args(user_id="alice", key="k", now=now)),
+        (sql.query, sql.query.args(match=_match(sql_store), user_id="alice", limit=5, now=now)),
+        (sql.list_keys, sql.list_keys.args(user_id="alice", limit=5, offset=0, now=now)),
+        (sql.turns_tail, sql.turns_tail.args(user_id="alice", session='"s"')),
+        (sql.clock, sql.clock.args(now=now)),
+    ]
+    for statement, args in cases:
+        rows = await driver.fetch(statement, args)
+        assert rows, statement.text
+        assert list(rows[0].keys()) == list(statement.columns), statement.text
+    upsert = sql.upsert_plain
+    values = {
+        "user_id": "alice",
+        "key": "p",
+        "value": "v",
+        "metadata": "{}",
+        "ttl": None,
+        "session": None,
+    }
+    rows = await driver.fetch(
+        upsert, upsert.args(context="", facets="", now=now, **values), write=True
+    )
+    assert list(rows[0].keys()) == list(upsert.columns)
+    rows = await driver.fetch(
+        sql.delete, sql.delete.args(user_id="alice", key="p", now=now), write=True
+    )
+    assert list(rows[0].keys()) == list(sql.delete.columns)
+
+
+def _match(backend: SQLBackend) -> str:
+    return fts5_expression(["cat"]) if backend.dialect == "sqlite" else tsquery_expression(["cat"])
