@@ -17,7 +17,8 @@ from pathlib import Path
 import pytest
 
 from asyncmem import MemoryEntry, SQLBackend
-from asyncmem.cli import ENTRY_FIELDS, main
+from asyncmem.cli import main
+from asyncmem.export import FIELDS as ENTRY_FIELDS
 from asyncmem.sql.store import MAX_IMPORT_BATCH
 
 
@@ -78,7 +79,7 @@ def test_store_get_query_list_delete_forget(capsys: pytest.CaptureFixture[str], 
     assert code == 1
     assert "no memory 'job'" in err
 
-    assert run(capsys, "forget", "alice", *b)[:2] == (0, "forgot 1 memories of alice\n")
+    assert run(capsys, "forget", "alice", *b)[:2] == (0, "forgot 1 memory of alice\n")
     assert keys(url, "alice") == []
 
 
