@@ -137,8 +137,8 @@ def _json_object(text: str) -> dict[str, Any]:
         raise argparse.ArgumentTypeError(f"not valid JSON ({exc.msg})") from None
     except RecursionError:
         raise argparse.ArgumentTypeError("nested too deeply") from None
-    except ValueError as exc:  # an int with more digits than Python converts
-        raise argparse.ArgumentTypeError(f"not usable JSON ({exc})") from None
+    except ValueError:  # an int with more digits than Python converts
+        raise argparse.ArgumentTypeError("not usable JSON (a number too long)") from None
     if not isinstance(value, dict):
         raise argparse.ArgumentTypeError('must be a JSON object, such as \'{"source": "cli"}\'')
     return value
@@ -147,6 +147,13 @@ def _json_object(text: str) -> dict[str, Any]:
 _WHERE_HELP = (
     'only memories whose metadata matches, e.g. \'{"topic": "work"}\' or \'{"n": {"$gte": 2}}\''
 )
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, with a usage error on one line that points at ``--help``."""
+
+    def error(self, message: str) -> Any:
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
 
 class _Version(argparse.Action):
@@ -539,7 +546,7 @@ _COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
 
 
 def _add_data_commands(sub: Any) -> None:
-    common = argparse.ArgumentParser(add_help=False)
+    common = _Parser(add_help=False)
     common.add_argument(
         "--backend", help="null, sqlite or a database URL (default: ASYNCMEM_URL or the file)"
     )
@@ -611,7 +618,7 @@ def _add_data_commands(sub: Any) -> None:
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="asyncmem", description=__doc__.split("\n")[0])
+    parser = _Parser(prog="asyncmem", description=__doc__.split("\n")[0])
     parser.add_argument("--version", action=_Version)
     sub = parser.add_subparsers(dest="command", required=True)
 

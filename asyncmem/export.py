@@ -3,14 +3,15 @@
 One memory a line, a JSON object with the fields of :data:`FIELDS` in that order
 (``expires_at`` only for memories stored with a ``ttl``). Lines are UTF-8 and hold no
 character any reader might split lines on or a terminal might act on: U+0085, U+2028,
-U+2029, DEL and the C1 controls are written as ``\\u`` escapes (JSON itself escapes the C0
-controls), so the text is unchanged when read back. Importing keeps each memory's own
-timestamps; a line without them gets the time of the import.
+U+2029, DEL, the C1 controls and the bidirectional controls are written as ``\\u`` escapes
+(JSON itself escapes the C0 controls), so the text is unchanged when read back. Importing
+keeps each memory's own timestamps; a line without them gets the time of the import.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import errno
 import json
 import math
@@ -47,7 +48,8 @@ FIELDS = ("user_id", "key", "value", "metadata", "created_at", "updated_at", "ex
 """The fields of one exported line, in this order."""
 
 _REQUIRED = ("user_id", "key", "value")
-_ESCAPED = {code: f"\\u{code:04x}" for code in (*range(0x7F, 0xA0), 0x2028, 0x2029)}
+_BIDI = (0x061C, 0x200E, 0x200F, *range(0x202A, 0x202F), *range(0x2066, 0x206A))
+_ESCAPED = {code: f"\\u{code:04x}" for code in (*range(0x7F, 0xA0), 0x2028, 0x2029, *_BIDI)}
 
 
 class LineError(AsyncmemError):
@@ -85,8 +87,9 @@ def entry_to_dict(entry: MemoryEntry, *, user_id: bool = True) -> dict[str, Any]
 
 
 def dumps(data: object, *, indent: int | None = None) -> str:
-    """``data`` as readable UTF-8 JSON in which U+0085, U+2028, U+2029, DEL and the C1
-    controls are ``\\u`` escapes: nothing a line reader splits on or a terminal acts on."""
+    """``data`` as readable UTF-8 JSON in which U+2028, U+2029, DEL, the C1 and the
+    bidirectional controls are ``\\u`` escapes: nothing a line reader splits on or a
+    terminal acts on."""
     return json.dumps(data, ensure_ascii=False, indent=indent).translate(_ESCAPED)
 
 
@@ -218,20 +221,24 @@ class ExportFile:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        if self._file is None:
+        file, self._file = self._file, None
+        if file is None:
             sys.stdout.flush()
             return
         partial, self._partial = self._partial, None
         try:
             if exc_type is None:
-                self._file.flush()
+                file.flush()
                 if partial is not None:
-                    os.fsync(self._file.fileno())
-            self._file.close()
-            if exc_type is None and partial is not None:
-                self._publish(partial)
-                partial = None
+                    os.fsync(file.fileno())
+                file.close()
+                if partial is not None:
+                    self._publish(partial)
+                    partial = None
         finally:
+            if not file.closed:
+                with contextlib.suppress(OSError):  # the error being raised says more
+                    file.close()
             if partial is not None:
                 partial.unlink(missing_ok=True)
 

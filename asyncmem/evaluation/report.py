@@ -478,11 +478,11 @@ def write_chart(report: EvaluationReport, path: str | Path) -> Path:
                 score_ax.text(
                     start + value / 2,
                     row,
-                    f"{value:.0f}",
+                    f"{heading}\n{value:.0f}",
                     ha="center",
                     va="center",
                     fontsize=8,
-                    color="white",
+                    color="black" if part else "white",
                 )
         left = [a + b for a, b in zip(left, values, strict=True)]
     for row, total in zip(rows, left, strict=True):
@@ -490,7 +490,7 @@ def write_chart(report: EvaluationReport, path: str | Path) -> Path:
     score_ax.set_yticks(rows, names)
     score_ax.set_xlim(0, 112)
     score_ax.set_xlabel(
-        "points out of 100 (segments: availability, functionality, latency, privacy)"
+        "points out of 100: availability 20, functionality 40, latency 20, privacy 20"
     )
     score_ax.set_title("Score")
 

@@ -233,9 +233,9 @@ async def check(engine: AsyncEngine) -> None:
     revisions = await current(engine)
     head = head_revision()
     if revisions != (head,):
-        at = ", ".join(revisions) or "no schema"
+        at = f"is at {', '.join(revisions)}" if revisions else "has no schema yet"
         raise SchemaError(
-            f"the database is not up to date: it is at {at} and this asyncmem needs {head}; "
+            f"the database is not up to date: it {at} and this asyncmem needs {head}; "
             "run `asyncmem db upgrade`"
         )
 
