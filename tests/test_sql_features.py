@@ -1,5 +1,6 @@
-"""SQL-store specifics of DESIGN.md §7: nothing of a forgotten user anywhere in the database,
-``max_versions``, batches as one transaction, and the upgrade to revision 0002 on real data."""
+"""SQL-store specifics of filters, expiry, history and batches: nothing of a forgotten user
+anywhere in the database, ``max_versions``, batches as one transaction, and the upgrade to
+revision 0002 on real data."""
 
 from __future__ import annotations
 
