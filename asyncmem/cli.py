@@ -450,6 +450,9 @@ def _eval(args: argparse.Namespace) -> int:
 
     from asyncmem.evaluation.report import check_chart, to_text
 
+    for output in (args.json, args.markdown, args.chart):
+        if output and not Path(output).parent.is_dir():
+            raise _Failed(f"cannot write {output}: no such directory")
     if args.chart:
         try:
             check_chart()

@@ -566,15 +566,21 @@ def test_db_commands_on_files_that_are_no_database(
     assert not missing.exists(), "asking about a database never creates one"
 
 
-def test_eval_chart_without_matplotlib_fails_before_evaluating(
-    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
-) -> None:
+@pytest.fixture
+def no_evaluation(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Fail a test in which ``asyncmem eval`` gets as far as evaluating."""
     import asyncmem.evaluation
 
     def must_not_run(*args: object, **kwargs: object) -> None:
-        raise AssertionError("evaluated although the chart cannot be drawn")
+        raise AssertionError("evaluated although the command should have refused at once")
 
     monkeypatch.setattr(asyncmem.evaluation, "evaluate", must_not_run)
+
+
+@pytest.mark.usefixtures("no_evaluation")
+def test_eval_chart_without_matplotlib_fails_before_evaluating(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
     for name in [name for name in sys.modules if name.startswith("matplotlib")]:
         monkeypatch.delitem(sys.modules, name)
     monkeypatch.setitem(sys.modules, "matplotlib", None)
@@ -609,3 +615,23 @@ def test_info_expands_the_home_directory(
     assert info["path"] == str(tmp_path / "notes" / "memory.db")
     assert info["url"] == f"sqlite+aiosqlite:///{tmp_path / 'notes' / 'memory.db'}"
     assert "~" not in out
+
+
+def test_unknown_revisions_are_one_line_errors(
+    capsys: pytest.CaptureFixture[str], url: str
+) -> None:
+    for action in ("upgrade", "downgrade"):
+        code, out, err = run(capsys, "db", action, "bogus", "--url", url)
+        assert (code, out) == (1, "")
+        assert err == "asyncmem: error: Can't locate revision identified by 'bogus'\n"
+
+
+@pytest.mark.usefixtures("no_evaluation")
+def test_eval_checks_where_it_writes_before_evaluating(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    for option in ("--json", "--markdown", "--chart"):
+        missing = tmp_path / "no" / "such" / "report"
+        code, out, err = run(capsys, "eval", option, str(missing))
+        assert (code, out) == (1, "")
+        assert err == f"asyncmem: error: cannot write {missing}: no such directory\n"

@@ -12,8 +12,8 @@ from __future__ import annotations
 import asyncio
 import functools
 import io
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -192,13 +192,25 @@ async def ensure_schema(
     )
 
 
+@contextmanager
+def _command_errors() -> Iterator[None]:
+    """Alembic's refusals (an unknown revision, say) as :class:`SchemaError`."""
+    from alembic.util.exc import CommandError
+
+    try:
+        yield
+    except CommandError as exc:
+        raise SchemaError(str(exc)) from exc
+
+
 async def upgrade(engine: AsyncEngine, revision: str = "head") -> None:
     """Upgrade the schema to ``revision`` under the migration lock."""
 
     def run(connection: Connection) -> None:
         from alembic import command
 
-        command.upgrade(alembic_config(connection), revision)
+        with _command_errors():
+            command.upgrade(alembic_config(connection), revision)
 
     await _in_migration_transaction(engine, run)
 
@@ -209,7 +221,8 @@ async def downgrade(engine: AsyncEngine, revision: str) -> None:
     def run(connection: Connection) -> None:
         from alembic import command
 
-        command.downgrade(alembic_config(connection), revision)
+        with _command_errors():
+            command.downgrade(alembic_config(connection), revision)
 
     await _in_migration_transaction(engine, run)
 
