@@ -387,10 +387,12 @@ def check_page_limit(limit: object) -> int | None:
 
 
 def check_offset(offset: object) -> int:
+    """``offset`` of ``list_keys``: an int from 0 to 2**31 - 1."""
     return _check_count("offset", offset, 0, 2**31 - 1)
 
 
 def check_page_size(page_size: object) -> int:
+    """``page_size`` of ``scan``: an int from 1 to :data:`MAX_PAGE_SIZE`."""
     return _check_count("page_size", page_size, 1, MAX_PAGE_SIZE)
 
 
@@ -589,6 +591,7 @@ class BackendBase:
 
     @property
     def closed(self) -> bool:
+        """True once :meth:`aclose` has been called."""
         return self._state is _State.CLOSED
 
     async def open(self) -> Self:

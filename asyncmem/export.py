@@ -64,7 +64,9 @@ class LineError(AsyncmemError):
 class ImportTarget(Protocol):
     """What an import writes to: :meth:`asyncmem.SQLBackend.import_entries`."""
 
-    async def import_entries(self, entries: Iterable[MemoryEntry]) -> int: ...
+    async def import_entries(self, entries: Iterable[MemoryEntry]) -> int:
+        """Upsert ``entries`` with their own timestamps; return how many were written."""
+        ...
 
 
 def entry_to_dict(entry: MemoryEntry, *, user_id: bool = True) -> dict[str, Any]:

@@ -56,6 +56,7 @@ class Privacy:
     needs_key: bool
 
     def to_dict(self) -> dict[str, Any]:
+        """This privacy record as plain JSON data (dicts, lists, numbers, strings)."""
         return {
             "location": self.location,
             "leaves_machine": self.leaves_machine,
@@ -64,6 +65,7 @@ class Privacy:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Privacy:
+        """The privacy record that :meth:`to_dict` turned into ``data``."""
         return cls(str(data["location"]), bool(data["leaves_machine"]), bool(data["needs_key"]))
 
 
@@ -76,6 +78,7 @@ class Cost:
     note: str
 
     def to_dict(self) -> dict[str, Any]:
+        """This cost record as plain JSON data (dicts, lists, numbers, strings)."""
         return {
             "network_calls": self.network_calls,
             "network_bytes": self.network_bytes,
@@ -84,6 +87,7 @@ class Cost:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Cost:
+        """The cost record that :meth:`to_dict` turned into ``data``."""
         calls, sent = data.get("network_calls"), data.get("network_bytes")
         return cls(
             None if calls is None else int(calls),
@@ -103,9 +107,11 @@ class Score:
 
     @property
     def total(self) -> float:
+        """All points, out of 100."""
         return self.availability + self.functionality + self.latency + self.privacy
 
     def to_dict(self) -> dict[str, Any]:
+        """This score as plain JSON data (dicts, lists, numbers, strings)."""
         return {
             "availability": self.availability,
             "functionality": self.functionality,
@@ -116,6 +122,7 @@ class Score:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Score:
+        """The score that :meth:`to_dict` turned into ``data``."""
         return cls(
             float(data["availability"]),
             float(data["functionality"]),
@@ -142,9 +149,11 @@ class BackendResult:
 
     @property
     def checks_passed(self) -> int:
+        """How many functional checks passed."""
         return sum(check.passed for check in self.checks)
 
     def to_dict(self) -> dict[str, Any]:
+        """This result as plain JSON data (dicts, lists, numbers, strings)."""
         return {
             "name": self.name,
             "available": self.available,
@@ -161,6 +170,7 @@ class BackendResult:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> BackendResult:
+        """The result that :meth:`to_dict` turned into ``data``."""
         concurrency, relevance = data.get("concurrency"), data.get("relevance")
         return cls(
             name=str(data["name"]),
@@ -188,6 +198,7 @@ class EvaluationReport:
     recommendation: str
 
     def to_dict(self) -> dict[str, Any]:
+        """This report as plain JSON data (dicts, lists, numbers, strings)."""
         return {
             "created_at": self.created_at,
             "asyncmem_version": self.asyncmem_version,
@@ -198,6 +209,7 @@ class EvaluationReport:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> EvaluationReport:
+        """The report that :meth:`to_dict` turned into ``data``."""
         return cls(
             created_at=str(data["created_at"]),
             asyncmem_version=str(data["asyncmem_version"]),
@@ -207,13 +219,16 @@ class EvaluationReport:
         )
 
     def to_json(self, *, indent: int | None = 2) -> str:
+        """The report as JSON text (:meth:`to_dict`)."""
         return json.dumps(self.to_dict(), indent=indent, ensure_ascii=False)
 
     @classmethod
     def from_json(cls, text: str) -> EvaluationReport:
+        """The report that :meth:`to_json` wrote as ``text``."""
         return cls.from_dict(json.loads(text))
 
     def to_markdown(self) -> str:
+        """The report as Markdown: summary, latency, relevance, privacy and checks."""
         return to_markdown(self)
 
 
