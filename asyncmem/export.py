@@ -252,8 +252,16 @@ class ExportFile:
                 raise OSError(errno.EEXIST, "it was replaced by something not a file meanwhile")
             os.replace(partial, target)
         else:
-            os.link(partial, target)  # FileExistsError if something appeared meanwhile
-            partial.unlink()
+            try:
+                os.link(partial, target)  # FileExistsError if something appeared meanwhile
+            except FileExistsError:
+                raise
+            except OSError:  # a file system without hard links: rename, after a last look
+                if os.path.lexists(target):
+                    raise FileExistsError(errno.EEXIST, "it appeared meanwhile") from None
+                os.rename(partial, target)
+            else:
+                partial.unlink()
         directory = os.open(target.parent, os.O_RDONLY)
         try:
             os.fsync(directory)

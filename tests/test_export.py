@@ -188,6 +188,20 @@ def test_export_never_overwrites_a_file_that_appears_meanwhile(
     assert sorted(path.name for path in tmp_path.iterdir()) == ["dump.jsonl", "memory.db"]
 
 
+def test_export_works_where_files_cannot_be_hard_linked(
+    capsys: pytest.CaptureFixture[str], url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def no_links(source: object, target: object) -> None:
+        raise PermissionError(1, "Operation not permitted")
+
+    monkeypatch.setattr(os, "link", no_links)
+    target = tmp_path / "dump.jsonl"
+    assert export(capsys, url, str(target)) == (0, "exported 2 memories\n", "")
+    assert len(target.read_text().splitlines()) == 2
+    assert stat.S_IMODE(target.stat().st_mode) == 0o600
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["dump.jsonl", "memory.db"]
+
+
 def test_export_refuses_a_symlink_and_a_directory(
     capsys: pytest.CaptureFixture[str], url: str, tmp_path: Path
 ) -> None:
