@@ -383,30 +383,32 @@ def _import(args: argparse.Namespace) -> int:
     batches of ``--batch-size``, one transaction each. Importing the same file twice leaves
     the store as after the first time (lines without timestamps get the time of the import).
     """
+    import contextlib
+    import shutil
     import tempfile
 
     from asyncmem.export import LineError, count_lines
 
     started = time.perf_counter()
     now = time.time()
-    with tempfile.SpooledTemporaryFile(max_size=64 * 1024 * 1024) as spool:
-        if args.input == "-":
-            while chunk := sys.stdin.buffer.read(1024 * 1024):
-                spool.write(chunk)
-            spool.seek(0)
-            source: Any = spool
-        else:
-            try:
-                source = open(args.input, "rb")  # noqa: SIM115 - closed below
-            except OSError as exc:
-                raise _Failed(f"cannot read {args.input}: {exc.strerror}") from None
-        with source:
-            try:
-                total = count_lines(source, now)
-            except LineError as exc:
-                raise _Failed(f"{exc}; nothing was imported") from None
+    with contextlib.ExitStack() as stack:
+        try:
+            given = sys.stdin.buffer if args.input == "-" else open(args.input, "rb")  # noqa: SIM115
+        except OSError as exc:
+            raise _Failed(f"cannot read {args.input}: {exc.strerror}") from None
+        if given is not sys.stdin.buffer:
+            stack.enter_context(given)
+        source: Any = given
+        if not given.seekable():  # stdin, a pipe: read twice from a copy
+            source = stack.enter_context(tempfile.SpooledTemporaryFile(max_size=64 * 1024 * 1024))
+            shutil.copyfileobj(given, source, 1024 * 1024)
             source.seek(0)
-            written, batches = asyncio.run(_write(args, source, now, total))
+        try:
+            total = count_lines(source, now)
+        except LineError as exc:
+            raise _Failed(f"{exc}; nothing was imported") from None
+        source.seek(0)
+        written, batches = asyncio.run(_write(args, source, now, total))
     seconds = time.perf_counter() - started
     if args.json:
         summary = {"lines": total, "imported": written, "batches": batches, "seconds": seconds}

@@ -635,3 +635,20 @@ def test_eval_checks_where_it_writes_before_evaluating(
         code, out, err = run(capsys, "eval", option, str(missing))
         assert (code, out) == (1, "")
         assert err == f"asyncmem: error: cannot write {missing}: no such directory\n"
+
+
+def test_import_from_a_pipe_that_cannot_seek(
+    capsys: pytest.CaptureFixture[str], url: str, tmp_path: Path
+) -> None:
+    make_memories(url, 4)
+    dump = tmp_path / "dump.jsonl"
+    assert run(capsys, "export", "-o", str(dump), "--backend", url)[0] == 0
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    target = f"sqlite:///{tmp_path / 'copy.db'}"
+    with subprocess.Popen(["cp", str(dump), str(fifo)]) as writer:
+        code, out, err = run(capsys, "import", str(fifo), "--backend", target)
+    assert writer.returncode == 0
+    assert (code, err) == (0, ""), err
+    assert out.startswith("imported 4 memories from 4 lines in 1 batch")
+    assert entries(target) == entries(url)
