@@ -22,6 +22,8 @@ from asyncmem.backend import MAX_LIMIT, MAX_PAGE_SIZE, check_id, check_ttl
 from asyncmem.errors import AsyncmemError, InvalidInputError
 
 if TYPE_CHECKING:
+    from sqlalchemy.engine import URL
+
     from asyncmem.backend import MemoryEntry
     from asyncmem.sql.store import SQLBackend
 
@@ -178,6 +180,16 @@ def _open(spec: str | None) -> Any:
     return open_backend(spec)
 
 
+def _shown_url(url: URL) -> str:
+    """``url`` for people: password hidden, a SQLite file's path absolute, ``~`` expanded."""
+    from asyncmem.sql.engine import sqlite_path
+
+    path = sqlite_path(url)
+    if path is not None:
+        url = url.set(database=os.path.abspath(path))
+    return url.render_as_string(hide_password=True)
+
+
 def _sql_backend(spec: str | None, command: str) -> SQLBackend:
     from asyncmem.sql.store import SQLBackend
 
@@ -190,7 +202,7 @@ def _sql_backend(spec: str | None, command: str) -> SQLBackend:
 def _info(args: argparse.Namespace) -> int:
     import asyncmem
     from asyncmem.sql import migrate
-    from asyncmem.sql.engine import default_path
+    from asyncmem.sql.engine import default_path, normalize_url
     from asyncmem.sql.store import SQLBackend
 
     backend = _open(args.backend)
@@ -203,8 +215,8 @@ def _info(args: argparse.Namespace) -> int:
     if isinstance(backend, SQLBackend):
         details["url"] = backend.url
         if backend.path is not None:
-            details["path"] = backend.path
-            details["url"] = f"sqlite+aiosqlite:///{backend.path}"
+            details["path"] = os.path.abspath(backend.path)
+            details["url"] = _shown_url(normalize_url(backend.url))
         details["schema_head"] = migrate.HEAD
     _print_json(details)
     return 0
@@ -235,7 +247,7 @@ async def _db(args: argparse.Namespace) -> int:
     from asyncmem.sql.engine import normalize_url
 
     url = normalize_url(args.url or os.environ.get("ASYNCMEM_URL") or None)
-    database = url.render_as_string(hide_password=True)
+    database = _shown_url(url)
     if args.action == "purge":
         from asyncmem.sql.store import SQLBackend
 

@@ -615,6 +615,14 @@ def test_info_expands_the_home_directory(
     assert info["path"] == str(tmp_path / "notes" / "memory.db")
     assert info["url"] == f"sqlite+aiosqlite:///{tmp_path / 'notes' / 'memory.db'}"
     assert "~" not in out
+    code, out, _ = run(capsys, "db", "upgrade", "--url", "sqlite:///~/notes/memory.db")
+    assert code == 0
+    assert (
+        out.splitlines()[0] == f"database: sqlite+aiosqlite:///{tmp_path / 'notes' / 'memory.db'}"
+    )
+    monkeypatch.chdir(tmp_path)
+    code, out, _ = run(capsys, "info", "--backend", "sqlite:///relative.db")
+    assert json.loads(out)["path"] == str(tmp_path / "relative.db")
 
 
 def test_unknown_revisions_are_one_line_errors(

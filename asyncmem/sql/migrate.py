@@ -114,6 +114,7 @@ async def migration_engine(
                     f"there is no database at {path}; `asyncmem db upgrade` makes one"
                 )
             await asyncio.to_thread(prepare_sqlite_file, path, busy_timeout)
+            url = url.set(database=str(path))  # "~" expanded, as the store opens it
         engine = make_engine(url, busy_timeout=busy_timeout, timeout=server_timeout, schema=schema)
         try:
             yield engine
