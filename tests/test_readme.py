@@ -1,6 +1,8 @@
 """The README's code works as written: every Python block runs as a file, every console
 block's commands run and print what the README shows (same lines, numbers and column widths
-aside), every shell command runs, and CI runs the README's test command.
+aside), every shell command runs (``pip install`` lines: the extra exists), and the two
+set-up commands are the ones CI runs and the one that installs and runs ``asyncmem eval``.
+Blocks of sections being rewritten elsewhere are skipped, each with its reason.
 
 Each block runs in a fresh directory under ``tmp_path`` that is also ``$HOME`` (shown as
 ``/home/me`` in the README), with the installed ``asyncmem`` on ``PATH``. Placeholder
