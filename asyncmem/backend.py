@@ -87,11 +87,17 @@ class MemoryEntry:
     """One memory of one user, as a backend returned it."""
 
     user_id: str
+    """Whose memory this is; compared exactly, as a string of code points."""
     key: str
+    """The memory's name, unique per user."""
     value: str
+    """The remembered text."""
     metadata: Mapping[str, Any] = field(default_factory=dict)
+    """A JSON object stored alongside (``{}`` when none was given)."""
     created_at: float = 0.0
+    """When the key was first stored (unix seconds); an upsert keeps it."""
     updated_at: float = 0.0
+    """When the value was last stored (unix seconds)."""
     score: float | None = None
     """Relevance of this entry to the question; set by ``query`` only, higher is better."""
     expires_at: float | None = None
@@ -109,9 +115,13 @@ class MemoryBackend(Protocol):
     """
 
     backend_name: str
+    """What it is, for people: ``"sql (sqlite)"``, ``"sql (postgresql)"``, ``"honcho"``..."""
     is_cloud: bool
+    """True when stored memories leave this machine."""
 
-    async def is_available(self) -> bool: ...
+    async def is_available(self) -> bool:
+        """True when the backend can be used now; ``False`` instead of raising when not."""
+        ...
 
     async def store(
         self,
@@ -121,9 +131,20 @@ class MemoryBackend(Protocol):
         metadata: Mapping[str, Any] | None = None,
         *,
         ttl: float | None = None,
-    ) -> MemoryEntry: ...
+    ) -> MemoryEntry:
+        """Store ``value`` under ``key`` for ``user_id``, replacing what was there; return it.
 
-    async def retrieve(self, user_id: str, key: str) -> MemoryEntry | None: ...
+        An existing key gets the new value and metadata, keeps its ``created_at`` and gets a
+        new ``updated_at``; its previous version goes to :meth:`history`. With ``ttl`` the
+        memory expires that many seconds from now; without, it never does (storing again
+        without ``ttl`` removes an expiry). Raises ``InvalidInputError`` for bad arguments,
+        before anything is written.
+        """
+        ...
+
+    async def retrieve(self, user_id: str, key: str) -> MemoryEntry | None:
+        """The memory under ``key``, or ``None`` when there is none (or it has expired)."""
+        ...
 
     async def query(
         self,
@@ -132,7 +153,17 @@ class MemoryBackend(Protocol):
         limit: int = 10,
         *,
         where: Mapping[str, Any] | None = None,
-    ) -> list[MemoryEntry]: ...
+    ) -> list[MemoryEntry]:
+        """At most ``limit`` of the user's memories, most relevant to ``text`` first.
+
+        ``text`` is a natural-language question, never syntax: it is split into words, common
+        function words are dropped, and memories rank by the words they share with it
+        (stemmed). Each result has ``score`` set, higher is better. A question with no
+        searchable words returns ``[]``. ``where`` keeps only memories whose metadata matches
+        (a field → a value, or → ``{"$eq" | "$ne" | "$gt" | "$gte" | "$lt" | "$lte" | "$in" |
+        "$exists": operand}``; fields AND together; a dotted field reaches into objects).
+        """
+        ...
 
     async def list_keys(
         self,
@@ -141,11 +172,20 @@ class MemoryBackend(Protocol):
         where: Mapping[str, Any] | None = None,
         limit: int | None = None,
         offset: int = 0,
-    ) -> list[str]: ...
+    ) -> list[str]:
+        """The user's keys, most recently updated first: ``limit`` of them after ``offset``.
 
-    async def delete(self, user_id: str, key: str) -> bool: ...
+        ``where`` filters on metadata as in :meth:`query`; ``limit=None`` means all.
+        """
+        ...
 
-    async def forget_user(self, user_id: str) -> int: ...
+    async def delete(self, user_id: str, key: str) -> bool:
+        """Remove the memory under ``key`` and its history; True if there was one."""
+        ...
+
+    async def forget_user(self, user_id: str) -> int:
+        """Erase every memory of ``user_id``, history included; return how many there were."""
+        ...
 
     def scan(
         self,
@@ -160,26 +200,55 @@ class MemoryBackend(Protocol):
         """
         ...
 
-    async def history(self, user_id: str, key: str, limit: int = 10) -> list[MemoryEntry]: ...
+    async def history(self, user_id: str, key: str, limit: int = 10) -> list[MemoryEntry]:
+        """The kept versions of the memory under ``key``, newest (the current one) first.
+
+        ``[]`` when there is no such memory. How many versions are kept is the backend's
+        ``max_versions`` (default :data:`DEFAULT_MAX_VERSIONS`).
+        """
+        ...
 
     async def store_many(
         self, user_id: str, items: Iterable[Mapping[str, Any]]
-    ) -> list[MemoryEntry]: ...
+    ) -> list[MemoryEntry]:
+        """Store several memories at once; return them in the order given.
 
-    async def delete_many(self, user_id: str, keys: Iterable[str]) -> int: ...
+        Each item is a mapping with ``key`` and ``value`` and optionally ``metadata`` and
+        ``ttl``; keys must be distinct. Every item is checked before anything is written.
+        The SQL store writes them in one transaction (all or nothing); see each backend for
+        its guarantee.
+        """
+        ...
 
-    async def purge_expired(self) -> int: ...
+    async def delete_many(self, user_id: str, keys: Iterable[str]) -> int:
+        """Remove the memories under ``keys``; return how many there were."""
+        ...
 
-    async def aclose(self) -> None: ...
+    async def purge_expired(self) -> int:
+        """Delete every expired memory of every user; return how many.
 
-    async def __aenter__(self) -> Self: ...
+        Not needed for correctness (expired memories are invisible to every read already);
+        it frees their space.
+        """
+        ...
+
+    async def aclose(self) -> None:
+        """Release connections and threads. Closing twice is fine; any other call after it
+        raises ``BackendClosedError``."""
+        ...
+
+    async def __aenter__(self) -> Self:
+        """Open the backend (connect, check the schema) and return it."""
+        ...
 
     async def __aexit__(
         self,
         exc_type: type[BaseException] | None,
         exc: BaseException | None,
         tb: TracebackType | None,
-    ) -> None: ...
+    ) -> None:
+        """Close the backend, as :meth:`aclose`."""
+        ...
 
 
 def _check_text_content(what: str, value: str) -> None:
@@ -363,10 +432,12 @@ def check_page_limit(limit: object) -> int | None:
 
 
 def check_offset(offset: object) -> int:
+    """``offset`` of ``list_keys``: an int from 0 to 2**31 - 1."""
     return _check_count("offset", offset, 0, 2**31 - 1)
 
 
 def check_page_size(page_size: object) -> int:
+    """``page_size`` of ``scan``: an int from 1 to :data:`MAX_PAGE_SIZE`."""
     return _check_count("page_size", page_size, 1, MAX_PAGE_SIZE)
 
 
@@ -565,6 +636,7 @@ class BackendBase:
 
     @property
     def closed(self) -> bool:
+        """True once :meth:`aclose` has been called."""
         return self._state is _State.CLOSED
 
     async def open(self) -> Self:

@@ -3,7 +3,7 @@
 The SDK is synchronous and imported only when a backend opens, so ``import asyncmem`` works
 without it. Install it with ``pip install 'asyncmem[honcho]'``.
 
-How the five operations map onto Honcho's workspace → peers → sessions → messages model:
+How memories map onto Honcho's workspace → peers → sessions → messages model:
 
 - a user is a peer whose id is a hash of the user id (Honcho ids are ``[A-Za-z0-9_-]``);
 - a (user, key) pair is one session. Its metadata holds the original user id and key, the

@@ -45,6 +45,7 @@ from asyncmem.errors import (
     InvalidInputError,
     SchemaError,
 )
+from asyncmem.export import entry_to_dict
 
 __all__ = ["ACTIONS", "MEMORY_TOOL", "action_schema", "run_memory_tool"]
 
@@ -311,18 +312,7 @@ def _check(args: dict[str, Any], user_id: str | None) -> str:
 
 
 def _memory(entry: MemoryEntry) -> dict[str, Any]:
-    found: dict[str, Any] = {
-        "key": entry.key,
-        "value": entry.value,
-        "metadata": dict(entry.metadata),
-        "created_at": entry.created_at,
-        "updated_at": entry.updated_at,
-    }
-    if entry.expires_at is not None:
-        found["expires_at"] = entry.expires_at
-    if entry.score is not None:
-        found["score"] = entry.score
-    return found
+    return entry_to_dict(entry, user_id=False)
 
 
 async def _evaluate(backend: MemoryBackend, args: dict[str, Any]) -> dict[str, Any]:

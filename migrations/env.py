@@ -16,13 +16,8 @@ from alembic import context
 from sqlalchemy import Connection
 from sqlalchemy.engine import URL
 
-from asyncmem.sql.engine import (
-    BEGIN_OPTION,
-    make_engine,
-    normalize_url,
-    prepare_sqlite_file,
-    sqlite_path,
-)
+from asyncmem.sql.engine import BEGIN_OPTION, normalize_url
+from asyncmem.sql.migrate import migration_engine
 from asyncmem.sql.models import FTS_TABLE, TSVECTOR_COLUMN, Base
 
 config = context.config
@@ -63,17 +58,10 @@ def do_run_migrations(connection: Connection) -> None:
 
 async def run_async_migrations() -> None:
     url = database_url()
-    path = sqlite_path(url)
-    if path is not None:
-        prepare_sqlite_file(path)
-    engine = make_engine(url)
-    try:
-        async with engine.connect() as connection:
-            if url.get_backend_name() == "sqlite":
-                connection = await connection.execution_options(**{BEGIN_OPTION: "IMMEDIATE"})
-            await connection.run_sync(do_run_migrations)
-    finally:
-        await engine.dispose()
+    async with migration_engine(url) as engine, engine.connect() as connection:
+        if url.get_backend_name() == "sqlite":
+            connection = await connection.execution_options(**{BEGIN_OPTION: "IMMEDIATE"})
+        await connection.run_sync(do_run_migrations)
 
 
 def run_migrations_offline() -> None:

@@ -9,6 +9,7 @@ import io
 import json
 import os
 import shutil
+import sqlite3
 import subprocess
 import sys
 import time
@@ -17,7 +18,9 @@ from pathlib import Path
 import pytest
 
 from asyncmem import MemoryEntry, SQLBackend
-from asyncmem.cli import ENTRY_FIELDS, main
+from asyncmem.cli import main
+from asyncmem.export import FIELDS as ENTRY_FIELDS
+from asyncmem.sql import migrate
 from asyncmem.sql.store import MAX_IMPORT_BATCH
 
 
@@ -78,7 +81,7 @@ def test_store_get_query_list_delete_forget(capsys: pytest.CaptureFixture[str], 
     assert code == 1
     assert "no memory 'job'" in err
 
-    assert run(capsys, "forget", "alice", *b)[:2] == (0, "forgot 1 memories of alice\n")
+    assert run(capsys, "forget", "alice", *b)[:2] == (0, "forgot 1 memory of alice\n")
     assert keys(url, "alice") == []
 
 
@@ -435,3 +438,225 @@ def test_export_import_keeps_expiry(capsys: pytest.CaptureFixture[str], tmp_path
     assert run(capsys, "import", str(dump), "--backend", target)[0] == 0
     assert entries(target) == entries(source)
     assert entries(target)[0].expires_at == lines[0]["expires_at"]
+
+
+HOSTILE = "\x1b[2J\x1b]0;owned\x07\x9b31m\u202eevil\u2028x"
+
+
+def test_stored_text_never_reaches_the_terminal_raw(
+    capsys: pytest.CaptureFixture[str], url: str
+) -> None:
+    b = ("--backend", url)
+    user, key = "mallory" + HOSTILE, "note" + HOSTILE
+    outputs = [
+        run(capsys, "store", user, key, "grey fox " + HOSTILE, *b),
+        run(capsys, "store", user, key, "grey fox again " + HOSTILE, *b),
+        run(capsys, "query", user, "grey fox", *b),
+        run(capsys, "list", user, *b),
+        run(capsys, "history", user, key, *b),
+        run(capsys, "get", user, key, "--json", *b),
+        run(capsys, "query", user, "fox", "--json", *b),
+        run(capsys, "export", *b),
+        run(capsys, "get", user, "missing" + HOSTILE, *b),
+        run(capsys, "delete", user, key, *b),
+        run(capsys, "forget", user, *b),
+    ]
+    for code, out, err in outputs:
+        for text in (out, err):
+            assert not set(text) & set(HOSTILE) - set("[]0;ownedvilx2J31m"), (code, out, err)
+    assert outputs[3][1] == "note\\x1b[2J\\x1b]0;owned\\x07\\x9b31m\\u202eevil\\u2028x\n"
+    assert json.loads(outputs[5][1])["value"] == "grey fox again " + HOSTILE, "JSON stays exact"
+
+
+def test_get_escapes_on_a_terminal_and_is_exact_in_a_pipe(tmp_path: Path) -> None:
+    import pty
+
+    url = f"sqlite:///{tmp_path / 'memory.db'}"
+    value = "line one\n\tline two " + HOSTILE
+    assert main(["store", "u", "k", value, "--backend", url]) == 0
+    argv = [sys.executable, "-m", "asyncmem", "get", "u", "k", "--backend", url]
+    piped = subprocess.run(argv, capture_output=True, timeout=60)
+    assert piped.stdout == (value + "\n").encode()
+    leader, follower = pty.openpty()
+    try:
+        done = subprocess.run(argv, stdout=follower, stderr=subprocess.PIPE, timeout=60)
+        os.close(follower)
+        shown = b""
+        while True:
+            try:
+                chunk = os.read(leader, 4096)
+            except OSError:  # EIO: the terminal's other side is closed
+                break
+            if not chunk:
+                break
+            shown += chunk
+    finally:
+        os.close(leader)
+    assert done.returncode == 0, done.stderr
+    assert shown.replace(b"\r\n", b"\n") == (
+        b"line one\n\tline two \\x1b[2J\\x1b]0;owned\\x07\\x9b31m\\u202eevil\\u2028x\n"
+    )
+
+
+def deep(depth: int) -> str:
+    return '{"a": ' * depth + "1" + "}" * depth
+
+
+@pytest.mark.parametrize(
+    ("argv", "code", "message"),
+    [
+        (("list", "u", "--where", deep(100_000)), 2, "argument --where: nested too deeply"),
+        (("query", "u", "cats", "--where", deep(500)), 1, "where: a field's value"),
+        (("store", "u", "k", "v", "--metadata", deep(100_000)), 2, "nested too deeply"),
+        (("store", "u", "k", "v", "--metadata", deep(500)), 1, "nested more than 64 levels"),
+        (("store", "u", "k", "v", "--metadata", '{"n": ' + "9" * 5000 + "}"), 2, "too long"),
+        (("store", "u", "k", "v", "--metadata", "nope"), 2, "see asyncmem store --help"),
+    ],
+)
+def test_hostile_arguments_are_one_line_errors(
+    capsys: pytest.CaptureFixture[str], url: str, argv: tuple[str, ...], code: int, message: str
+) -> None:
+    got, out, err = run(capsys, *argv, "--backend", url)
+    assert (got, out) == (code, "")
+    assert message in err
+    assert err.count("\n") == 1
+    assert err.startswith("asyncmem")
+
+
+def test_an_import_with_an_enormous_timestamp_is_one_line(
+    capsys: pytest.CaptureFixture[str], url: str, tmp_path: Path
+) -> None:
+    dump = tmp_path / "huge.jsonl"
+    line = {"user_id": "u", "key": "k", "value": "v"}
+    dump.write_text(json.dumps(line)[:-1] + ', "created_at": 1' + "0" * 400 + "}\n")
+    code, out, err = run(capsys, "import", str(dump), "--backend", url)
+    assert (code, out) == (1, "")
+    assert err == (
+        "asyncmem: error: line 1: created_at must be a finite number of unix seconds; "
+        "nothing was imported\n"
+    )
+
+
+def test_db_commands_on_files_that_are_no_database(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    not_a_db = tmp_path / "notes.db"
+    not_a_db.write_text("just some text\n" * 100)
+    code, out, err = run(capsys, "db", "upgrade", "--url", f"sqlite:///{not_a_db}")
+    assert (code, out) == (1, "")
+    assert err == "asyncmem: error: db upgrade failed: the file is not a SQLite database\n"
+    assert not_a_db.read_text() == "just some text\n" * 100
+
+    empty = tmp_path / "empty.db"
+    sqlite3.connect(empty).close()
+    code, out, err = run(capsys, "db", "check", "--url", f"sqlite:///{empty}")
+    assert (code, out) == (1, "")
+    assert err == (
+        "asyncmem: error: the database is not up to date: it has no schema yet and this "
+        f"asyncmem needs {migrate.HEAD}; run `asyncmem db upgrade`\n"
+    )
+
+    missing = tmp_path / "missing.db"
+    for action in ("check", "current", "downgrade"):
+        code, _, err = run(capsys, "db", action, "--url", f"sqlite:///{missing}")
+        assert code == 1
+        assert err == (
+            f"asyncmem: error: there is no database at {missing}; `asyncmem db upgrade` makes one\n"
+        )
+    assert not missing.exists(), "asking about a database never creates one"
+
+
+@pytest.fixture
+def no_evaluation(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Fail a test in which ``asyncmem eval`` gets as far as evaluating."""
+    import asyncmem.evaluation
+
+    def must_not_run(*args: object, **kwargs: object) -> None:
+        raise AssertionError("evaluated although the command should have refused at once")
+
+    monkeypatch.setattr(asyncmem.evaluation, "evaluate", must_not_run)
+
+
+@pytest.mark.usefixtures("no_evaluation")
+def test_eval_chart_without_matplotlib_fails_before_evaluating(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    for name in [name for name in sys.modules if name.startswith("matplotlib")]:
+        monkeypatch.delitem(sys.modules, name)
+    monkeypatch.setitem(sys.modules, "matplotlib", None)
+    code, out, err = run(capsys, "eval", "--chart", str(tmp_path / "eval.png"))
+    assert (code, out) == (1, "")
+    assert err == (
+        "asyncmem: error: drawing the chart needs matplotlib: pip install 'asyncmem[chart]'\n"
+    )
+    assert not (tmp_path / "eval.png").exists()
+
+
+def test_counts_are_grammatical(
+    capsys: pytest.CaptureFixture[str], url: str, tmp_path: Path
+) -> None:
+    b = ("--backend", url)
+    run(capsys, "store", "u", "k", "v", *b)
+    dump = tmp_path / "one.jsonl"
+    assert run(capsys, "export", "-o", str(dump), *b)[1] == "exported 1 memory\n"
+    out = run(capsys, "import", str(dump), *b)[1]
+    assert out.startswith("imported 1 memory from 1 line in 1 batch (")
+    assert run(capsys, "forget", "u", *b)[1] == "forgot 1 memory of u\n"
+    assert run(capsys, "forget", "u", *b)[1] == "forgot 0 memories of u\n"
+
+
+def test_info_expands_the_home_directory(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("HOME", str(tmp_path))
+    code, out, _ = run(capsys, "info", "--backend", "sqlite:///~/notes/memory.db")
+    assert code == 0
+    info = json.loads(out)
+    assert info["path"] == str(tmp_path / "notes" / "memory.db")
+    assert info["url"] == f"sqlite+aiosqlite:///{tmp_path / 'notes' / 'memory.db'}"
+    assert "~" not in out
+    code, out, _ = run(capsys, "db", "upgrade", "--url", "sqlite:///~/notes/memory.db")
+    assert code == 0
+    assert (
+        out.splitlines()[0] == f"database: sqlite+aiosqlite:///{tmp_path / 'notes' / 'memory.db'}"
+    )
+    monkeypatch.chdir(tmp_path)
+    code, out, _ = run(capsys, "info", "--backend", "sqlite:///relative.db")
+    assert json.loads(out)["path"] == str(tmp_path / "relative.db")
+
+
+def test_unknown_revisions_are_one_line_errors(
+    capsys: pytest.CaptureFixture[str], url: str
+) -> None:
+    for action in ("upgrade", "downgrade"):
+        code, out, err = run(capsys, "db", action, "bogus", "--url", url)
+        assert (code, out) == (1, "")
+        assert err == "asyncmem: error: Can't locate revision identified by 'bogus'\n"
+
+
+@pytest.mark.usefixtures("no_evaluation")
+def test_eval_checks_where_it_writes_before_evaluating(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    for option in ("--json", "--markdown", "--chart"):
+        missing = tmp_path / "no" / "such" / "report"
+        code, out, err = run(capsys, "eval", option, str(missing))
+        assert (code, out) == (1, "")
+        assert err == f"asyncmem: error: cannot write {missing}: no such directory\n"
+
+
+def test_import_from_a_pipe_that_cannot_seek(
+    capsys: pytest.CaptureFixture[str], url: str, tmp_path: Path
+) -> None:
+    make_memories(url, 4)
+    dump = tmp_path / "dump.jsonl"
+    assert run(capsys, "export", "-o", str(dump), "--backend", url)[0] == 0
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    target = f"sqlite:///{tmp_path / 'copy.db'}"
+    with subprocess.Popen(["cp", str(dump), str(fifo)]) as writer:
+        code, out, err = run(capsys, "import", str(fifo), "--backend", target)
+    assert writer.returncode == 0
+    assert (code, err) == (0, ""), err
+    assert out.startswith("imported 4 memories from 4 lines in 1 batch")
+    assert entries(target) == entries(url)

@@ -1,5 +1,6 @@
-"""The contract of DESIGN.md §1, run against every backend that stores (``store`` fixture) and,
-for input checks and lifecycle, every backend (``backend`` fixture)."""
+"""The ``MemoryBackend`` contract (isolation, upsert, ranking, typed errors, limits,
+lifecycle), run against every backend that stores (``store`` fixture) and, for input checks
+and lifecycle, every backend (``backend`` fixture)."""
 
 from __future__ import annotations
 

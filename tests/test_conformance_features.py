@@ -1,4 +1,4 @@
-"""DESIGN.md §7 (filters, paging, scan, expiry, history, batches) on every backend.
+"""The keyword-only features (filters, paging, scan, expiry, history, batches) on every backend.
 
 ``store`` runs on the backends that keep data; ``backend`` adds the null one, for input
 checks and its own expectations.
@@ -89,7 +89,7 @@ def _equal(found: Any, wanted: Any) -> bool:
 
 
 def _test(found: Any, op: str, operand: Any) -> bool:
-    """The reference semantics of one condition (DESIGN.md §7, asyncmem.sql.filters)."""
+    """The reference semantics of one ``where`` condition (``asyncmem.sql.filters``)."""
     if op == "$eq":
         return _equal(found, operand)
     if op == "$ne":

@@ -323,12 +323,34 @@ async def test_report_round_trips_through_json(tmp_path: Path) -> None:
     assert report.recommendation in markdown
 
 
-async def test_chart_is_a_png(tmp_path: Path) -> None:
+async def test_chart_shows_score_throughput_latency_and_relevance(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     pytest.importorskip("matplotlib")
-    async with NullBackend() as null:
-        report = await evaluate([null], workload=SMALL)
+    import matplotlib.pyplot as plt
+
+    async with NullBackend() as null, SQLBackend(f"sqlite:///{tmp_path / 'm.db'}") as store:
+        report = await evaluate([null, store], workload=SMALL)
+    drawn: list[Any] = []
+    close = plt.close
+    monkeypatch.setattr(plt, "close", drawn.append)
     chart = write_chart(report, tmp_path / "eval.png")
     assert chart.read_bytes().startswith(b"\x89PNG")
+    (figure,) = drawn
+    axes = {ax.get_title().split()[0]: ax for ax in figure.axes}
+    assert set(axes) == {"Score", "Throughput", "Latency", "Relevance"}
+    texts = {name: [t.get_text() for t in ax.texts] for name, ax in axes.items()}
+    null, sqlite = report.results
+    assert f"{null.score.total:.1f}" in texts["Score"]
+    assert f"{sqlite.score.total:.1f}" in texts["Score"]
+    assert sqlite.concurrency is not None
+    assert f"{sqlite.concurrency.ops_per_s:,.0f} ops/s" in texts["Throughput"]
+    assert texts["Relevance"].count("0.00") >= 4, "the null backend's zeros are labelled"
+    renderer = figure.canvas.get_renderer()
+    legend = axes["Latency"].get_legend().get_window_extent(renderer)
+    plot = axes["Latency"].get_window_extent(renderer)
+    assert legend.y1 <= plot.y0, "the percentile legend sits below the bars, not over them"
+    close(figure)
 
 
 async def test_chart_without_matplotlib_says_how_to_get_it(

@@ -1,5 +1,6 @@
-"""DESIGN.md §7 on Honcho: what the adapter does beyond the shared suite (the server's state,
-HTTP calls, the weaker batch guarantee), against the real SDK on tests/fake_honcho.py."""
+"""Filters, paging, expiry, history and batches on Honcho: what the adapter does beyond the
+shared suite (the server's state, HTTP calls, the weaker batch guarantee), against the real
+SDK on tests/fake_honcho.py."""
 
 from __future__ import annotations
 

@@ -36,7 +36,7 @@ async def test_null_backend_opens_lazily() -> None:
 
 
 async def test_null_backend_extensions() -> None:
-    """DESIGN.md §7 on the null backend: checked like every backend, nothing kept."""
+    """Filters, expiry, history and batches on the null backend: checked, nothing kept."""
     async with NullBackend() as backend:
         entry = await backend.store("alice", "a", "v", ttl=10)
         assert entry.expires_at == pytest.approx(time.time() + 10, abs=1)

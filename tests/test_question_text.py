@@ -4,7 +4,7 @@ usable words returns ``[]``. What ``test_conformance`` and ``test_bad_input`` al
 (FTS5 and tsquery operators, SQL, ``%``/``_``, 10 KB of text, Cyrillic) is not repeated.
 
 Script tests run on every backend that stores; names and dates are SQL-only, because only the
-SQL store indexes the ``speaker`` and ``date`` metadata keys (DESIGN.md §8).
+SQL store indexes the ``speaker`` and ``date`` metadata keys for ranking.
 """
 
 from __future__ import annotations

@@ -1,5 +1,6 @@
-"""SQL-store specifics of DESIGN.md §7: nothing of a forgotten user anywhere in the database,
-``max_versions``, batches as one transaction, and the upgrade to revision 0002 on real data."""
+"""SQL-store specifics of filters, expiry, history and batches: nothing of a forgotten user
+anywhere in the database, ``max_versions``, batches as one transaction, and the upgrade to
+revision 0002 on real data."""
 
 from __future__ import annotations
 
@@ -228,7 +229,7 @@ def test_db_purge_command(tmp_path: Path, capsys: pytest.CaptureFixture[str]) ->
     while time.time() <= expires_at:
         time.sleep(0.05)
     assert main(["db", "purge", "--url", url]) == 0
-    assert "purged 1 expired memories" in capsys.readouterr().out
+    assert "purged 1 expired memory from" in capsys.readouterr().out
     with sqlite3.connect(tmp_path / "memory.db") as raw:
         assert [row[0] for row in raw.execute("SELECT key FROM memories")] == ["kept"]
 

@@ -49,6 +49,8 @@ RANKS = (1, 5, 10)
 
 @dataclass(frozen=True, slots=True)
 class LabeledMemory:
+    """One memory of a labelled set: stored before the questions are asked."""
+
     user_id: str
     key: str
     value: str
@@ -57,6 +59,8 @@ class LabeledMemory:
 
 @dataclass(frozen=True, slots=True)
 class LabeledQuery:
+    """A question of a labelled set and the keys of the memories that answer it."""
+
     user_id: str
     question: str
     evidence: tuple[str, ...]
@@ -67,6 +71,8 @@ class LabeledQuery:
 
 @dataclass(frozen=True, slots=True)
 class Dataset:
+    """A labelled set: memories to store and questions whose answers are known."""
+
     name: str
     memories: tuple[LabeledMemory, ...]
     queries: tuple[LabeledQuery, ...]
@@ -217,6 +223,7 @@ class RelevanceResult:
     recall_at_10_by_category: dict[str, float] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
+        """This result as plain JSON data (dicts, lists, numbers, strings)."""
         return {
             "dataset": self.dataset,
             "memories": self.memories,
@@ -230,6 +237,7 @@ class RelevanceResult:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> RelevanceResult:
+        """The result that :meth:`to_dict` turned into ``data``."""
         return cls(
             dataset=str(data["dataset"]),
             memories=int(data["memories"]),

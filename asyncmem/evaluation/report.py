@@ -1,4 +1,4 @@
-"""Evaluation results as dataclasses, the score rubric, and JSON / Markdown / PNG output.
+"""Evaluation results as dataclasses, the score rubric, and JSON / Markdown / text / PNG output.
 
 Score rubric (out of 100; the prototype's four headings and weights, measured better):
 
@@ -35,9 +35,11 @@ __all__ = [
     "EvaluationReport",
     "Privacy",
     "Score",
+    "check_chart",
     "recommend",
     "score",
     "to_markdown",
+    "to_text",
     "write_chart",
 ]
 
@@ -54,6 +56,7 @@ class Privacy:
     needs_key: bool
 
     def to_dict(self) -> dict[str, Any]:
+        """This privacy record as plain JSON data (dicts, lists, numbers, strings)."""
         return {
             "location": self.location,
             "leaves_machine": self.leaves_machine,
@@ -62,6 +65,7 @@ class Privacy:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Privacy:
+        """The privacy record that :meth:`to_dict` turned into ``data``."""
         return cls(str(data["location"]), bool(data["leaves_machine"]), bool(data["needs_key"]))
 
 
@@ -74,6 +78,7 @@ class Cost:
     note: str
 
     def to_dict(self) -> dict[str, Any]:
+        """This cost record as plain JSON data (dicts, lists, numbers, strings)."""
         return {
             "network_calls": self.network_calls,
             "network_bytes": self.network_bytes,
@@ -82,6 +87,7 @@ class Cost:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Cost:
+        """The cost record that :meth:`to_dict` turned into ``data``."""
         calls, sent = data.get("network_calls"), data.get("network_bytes")
         return cls(
             None if calls is None else int(calls),
@@ -101,9 +107,11 @@ class Score:
 
     @property
     def total(self) -> float:
+        """All points, out of 100."""
         return self.availability + self.functionality + self.latency + self.privacy
 
     def to_dict(self) -> dict[str, Any]:
+        """This score as plain JSON data (dicts, lists, numbers, strings)."""
         return {
             "availability": self.availability,
             "functionality": self.functionality,
@@ -114,6 +122,7 @@ class Score:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Score:
+        """The score that :meth:`to_dict` turned into ``data``."""
         return cls(
             float(data["availability"]),
             float(data["functionality"]),
@@ -140,9 +149,11 @@ class BackendResult:
 
     @property
     def checks_passed(self) -> int:
+        """How many functional checks passed."""
         return sum(check.passed for check in self.checks)
 
     def to_dict(self) -> dict[str, Any]:
+        """This result as plain JSON data (dicts, lists, numbers, strings)."""
         return {
             "name": self.name,
             "available": self.available,
@@ -159,6 +170,7 @@ class BackendResult:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> BackendResult:
+        """The result that :meth:`to_dict` turned into ``data``."""
         concurrency, relevance = data.get("concurrency"), data.get("relevance")
         return cls(
             name=str(data["name"]),
@@ -186,6 +198,7 @@ class EvaluationReport:
     recommendation: str
 
     def to_dict(self) -> dict[str, Any]:
+        """This report as plain JSON data (dicts, lists, numbers, strings)."""
         return {
             "created_at": self.created_at,
             "asyncmem_version": self.asyncmem_version,
@@ -196,6 +209,7 @@ class EvaluationReport:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> EvaluationReport:
+        """The report that :meth:`to_dict` turned into ``data``."""
         return cls(
             created_at=str(data["created_at"]),
             asyncmem_version=str(data["asyncmem_version"]),
@@ -205,13 +219,16 @@ class EvaluationReport:
         )
 
     def to_json(self, *, indent: int | None = 2) -> str:
+        """The report as JSON text (:meth:`to_dict`)."""
         return json.dumps(self.to_dict(), indent=indent, ensure_ascii=False)
 
     @classmethod
     def from_json(cls, text: str) -> EvaluationReport:
+        """The report that :meth:`to_json` wrote as ``text``."""
         return cls.from_dict(json.loads(text))
 
     def to_markdown(self) -> str:
+        """The report as Markdown: summary, latency, relevance, privacy and checks."""
         return to_markdown(self)
 
 
@@ -344,11 +361,68 @@ def to_markdown(report: EvaluationReport) -> str:
     return "\n".join(lines) + "\n"
 
 
-def write_chart(report: EvaluationReport, path: str | Path) -> Path:
-    """Draw latency percentiles per operation and relevance per backend into a PNG.
+def to_text(report: EvaluationReport) -> str:
+    """The report as ``asyncmem eval`` prints it: a table, relevance, errors, recommendation."""
+    concurrency = report.workload.concurrency
 
-    Needs matplotlib (``pip install 'asyncmem[chart]'``); raises ``ImportError`` saying so.
-    """
+    def cell(result: BackendResult, op: str) -> str:
+        stats = result.latency.get(op)
+        return "-" if stats is None else f"{stats.p50_ms:.2f}/{stats.p99_ms:.2f}"
+
+    header = (
+        "backend",
+        "score",
+        "checks",
+        "store ms",
+        "retrieve ms",
+        "query ms",
+        f"{concurrency}-task ops/s",
+        "recall@10",
+        "MRR@10",
+        "data",
+    )
+    rows: list[tuple[str, ...]] = [header]
+    for r in report.results:
+        rows.append(
+            (
+                r.name,
+                f"{r.score.total:.1f}",
+                f"{r.checks_passed}/{len(r.checks)}",
+                cell(r, "store"),
+                cell(r, "retrieve"),
+                cell(r, "query"),
+                "-" if r.concurrency is None else f"{r.concurrency.ops_per_s:,.0f}",
+                "-" if r.relevance is None else f"{r.relevance.recall_at_10:.3f}",
+                "-" if r.relevance is None else f"{r.relevance.mrr_at_10:.3f}",
+                "leaves machine" if r.privacy.leaves_machine else "local",
+            )
+        )
+    widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
+    lines = []
+    for number, row in enumerate(rows):
+        lines.append(
+            "  ".join(
+                c.ljust(w) if i == 0 else c.rjust(w)
+                for i, (c, w) in enumerate(zip(row, widths, strict=True))
+            )
+        )
+        if number == 0:
+            lines.append("  ".join("-" * w for w in widths))
+    lines.append("(latency columns: p50/p99 over one call at a time)")
+    for r in report.results:
+        if r.relevance is not None and r.relevance.recall_at_10 > 0:
+            v = r.relevance
+            lines.append(
+                f"{r.name} relevance on {v.dataset} ({v.queries} questions): recall@1 "
+                f"{v.recall_at_1:.3f}, recall@5 {v.recall_at_5:.3f}, recall@10 "
+                f"{v.recall_at_10:.3f}, MRR@10 {v.mrr_at_10:.3f}"
+            )
+        lines.extend(f"{r.name}: {error}" for error in r.errors)
+    lines.append(report.recommendation)
+    return "\n".join(lines)
+
+
+def _pyplot() -> Any:
     try:
         import matplotlib
 
@@ -358,36 +432,159 @@ def write_chart(report: EvaluationReport, path: str | Path) -> Path:
         raise ImportError(
             "drawing the chart needs matplotlib: pip install 'asyncmem[chart]'"
         ) from exc
+    return plt
+
+
+def check_chart() -> None:
+    """Raise ``ImportError`` saying what to install when :func:`write_chart` cannot draw."""
+    _pyplot()
+
+
+_SCORE_PARTS = (
+    ("availability", 20),
+    ("functionality", 40),
+    ("latency", 20),
+    ("privacy", 20),
+)
+_PERCENTILES = (("p50", 1.0), ("p95", 0.6), ("p99", 0.3))
+_RELEVANCE = (
+    ("recall_at_1", "recall@1"),
+    ("recall_at_5", "recall@5"),
+    ("recall_at_10", "recall@10"),
+    ("mrr_at_10", "MRR@10"),
+)
+
+
+def write_chart(report: EvaluationReport, path: str | Path) -> Path:
+    """Draw the report into a PNG: score, throughput, latency percentiles and relevance.
+
+    One colour per backend throughout. Every bar is labelled with its value, so a zero
+    (the null backend's relevance) is as visible as a tall bar; legends sit outside the
+    bars. Needs matplotlib (``pip install 'asyncmem[chart]'``); raises ``ImportError`` saying
+    so.
+    """
+    plt = _pyplot()
+    from matplotlib.patches import Patch
+
     path = Path(path)
     results = report.results
-    fig, (left, right) = plt.subplots(1, 2, figsize=(13, 5), width_ratios=(2, 1))
+    names = [r.name for r in results]
+    colors = [plt.get_cmap("tab10")(n % 10) for n in range(len(results))]
+    fig, axes = plt.subplots(
+        2, 2, figsize=(14, 9.5), gridspec_kw={"height_ratios": (1, 1.5), "width_ratios": (1, 1)}
+    )
+    (score_ax, speed_ax), (latency_ax, relevance_ax) = axes
+    rows = list(range(len(results)))[::-1]
+
+    # Score: one stacked bar per backend, a segment per heading of the rubric.
+    left = [0.0] * len(results)
+    for part, (heading, most) in enumerate(_SCORE_PARTS):
+        values = [float(getattr(r.score, heading)) for r in results]
+        score_ax.barh(
+            rows,
+            values,
+            left=left,
+            color=[(*c[:3], 1.0 - 0.2 * part) for c in colors],
+            edgecolor="white",
+            label=f"{heading} (of {most})",
+        )
+        for row, start, value in zip(rows, left, values, strict=True):
+            if value >= 6:
+                score_ax.text(
+                    start + value / 2,
+                    row,
+                    f"{heading}\n{value:.0f}",
+                    ha="center",
+                    va="center",
+                    fontsize=8,
+                    color="black" if part else "white",
+                )
+        left = [a + b for a, b in zip(left, values, strict=True)]
+    for row, total in zip(rows, left, strict=True):
+        score_ax.text(total + 1, row, f"{total:.1f}", va="center", fontweight="bold")
+    score_ax.set_yticks(rows, names)
+    score_ax.set_xlim(0, 112)
+    score_ax.set_xlabel(
+        "points out of 100: availability 20, functionality 40, latency 20, privacy 20"
+    )
+    score_ax.set_title("Score")
+
+    # Throughput under concurrency.
+    throughput = [0.0 if r.concurrency is None else r.concurrency.ops_per_s for r in results]
+    speed_ax.barh(rows, [max(v, 1e-9) for v in throughput], color=colors)
+    for row, value in zip(rows, throughput, strict=True):
+        speed_ax.text(max(value, 1.0) * 1.15, row, f"{value:,.0f} ops/s", va="center")
+    speed_ax.set_xscale("log")
+    top = max([v for v in throughput if v > 0] or [1.0])
+    speed_ax.set_xlim(left=1, right=top * 30)
+    speed_ax.set_yticks(rows, names)
+    speed_ax.set_xlabel("operations per second, log scale (80% reads, 20% writes)")
+    speed_ax.set_title(f"Throughput with {report.workload.concurrency} concurrent tasks")
+
+    # Latency percentiles per operation, one call at a time.
     ops = list(dict.fromkeys(op for r in results for op in r.latency))
-    colors = plt.get_cmap("tab10")
-    shades = {"p50": 1.0, "p95": 0.65, "p99": 0.35}
-    series = [(n, r, pct) for n, r in enumerate(results) if r.latency for pct in shades]
-    width = 0.8 / max(len(series), 1)
-    for index, (n, r, pct) in enumerate(series):
+    series = [(n, r, pct, shade) for n, r in enumerate(results) for pct, shade in _PERCENTILES]
+    width = 0.84 / max(len(series), 1)
+    floor = 1e-4
+    for index, (n, r, pct, shade) in enumerate(series):
         xs = [i + (index - (len(series) - 1) / 2) * width for i in range(len(ops))]
         ys = [getattr(r.latency[op], pct + "_ms") if op in r.latency else 0.0 for op in ops]
-        left.bar(xs, ys, width, label=f"{r.name} {pct}", color=colors(n), alpha=shades[pct])
-    left.set_xticks(range(len(ops)), ops)
-    left.set_yscale("log")
-    left.set_ylabel("milliseconds (log scale)")
-    left.set_title("Latency per operation")
-    left.legend(fontsize="small", ncols=max(1, len(results)))
-    metrics = ("recall_at_1", "recall_at_5", "recall_at_10", "mrr_at_10")
-    labels = ("recall@1", "recall@5", "recall@10", "MRR@10")
+        latency_ax.bar(
+            xs,
+            [max(y, floor) for y in ys],
+            width,
+            color=colors[n],
+            alpha=shade,
+            edgecolor=colors[n],
+            linewidth=0.5,
+        )
+    latency_ax.set_xticks(range(len(ops)), ops)
+    latency_ax.set_yscale("log")
+    latency_ax.set_ylim(bottom=floor)
+    latency_ax.set_ylabel("milliseconds, log scale")
+    latency_ax.set_title("Latency per operation: p50, p95, p99 (left to right per backend)")
+    latency_ax.grid(axis="y", which="major", alpha=0.3)
+    latency_ax.legend(
+        handles=[Patch(color="grey", alpha=shade, label=pct) for pct, shade in _PERCENTILES],
+        loc="upper center",
+        bbox_to_anchor=(0.5, -0.08),
+        ncols=len(_PERCENTILES),
+        frameon=False,
+    )
+
+    # Relevance on the labelled set, every bar labelled.
     width = 0.8 / max(len(results), 1)
     for index, r in enumerate(results):
-        xs = [i + (index - (len(results) - 1) / 2) * width for i in range(len(metrics))]
-        ys = [0.0 if r.relevance is None else getattr(r.relevance, m) for m in metrics]
-        right.bar(xs, ys, width, label=r.name, color=colors(index))
-    right.set_xticks(range(len(metrics)), labels)
-    right.set_ylim(0, 1)
-    right.set_title("Relevance on the labelled set")
-    right.legend(fontsize="small")
-    fig.suptitle(f"asyncmem evaluation ({report.workload.size} memories)")
-    fig.tight_layout()
+        xs = [i + (index - (len(results) - 1) / 2) * width for i in range(len(_RELEVANCE))]
+        ys = [0.0 if r.relevance is None else float(getattr(r.relevance, m)) for m, _ in _RELEVANCE]
+        relevance_ax.bar(xs, ys, width, color=colors[index], edgecolor=colors[index])
+        for x, y in zip(xs, ys, strict=True):
+            label = "-" if r.relevance is None else f"{y:.2f}"
+            relevance_ax.text(
+                x,
+                y + 0.015,
+                label,
+                ha="center",
+                va="bottom",
+                fontsize=8,
+                color=colors[index],
+                fontweight="bold",
+            )
+    relevance_ax.set_xticks(range(len(_RELEVANCE)), [label for _, label in _RELEVANCE])
+    relevance_ax.set_ylim(0, 1.05)
+    relevance_ax.axhline(0, color="black", linewidth=0.8)
+    dataset = next((r.relevance.dataset for r in results if r.relevance is not None), "")
+    relevance_ax.set_title(f"Relevance of query on {dataset or 'the labelled set'}")
+
+    fig.legend(
+        handles=[Patch(color=c, label=name) for c, name in zip(colors, names, strict=True)],
+        loc="upper center",
+        bbox_to_anchor=(0.5, 0.955),
+        ncols=max(1, len(results)),
+        frameon=False,
+    )
+    fig.suptitle(f"asyncmem evaluation ({report.workload.size} memories)", fontsize=14)
+    fig.tight_layout(rect=(0, 0, 1, 0.93))
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return path

@@ -54,21 +54,26 @@ class LatencyStats:
 
     @property
     def p50_ms(self) -> float:
+        """The median, in milliseconds."""
         return self.p50_ns / 1e6
 
     @property
     def p95_ms(self) -> float:
+        """The 95th percentile, in milliseconds."""
         return self.p95_ns / 1e6
 
     @property
     def p99_ms(self) -> float:
+        """The 99th percentile, in milliseconds."""
         return self.p99_ns / 1e6
 
     @property
     def max_ms(self) -> float:
+        """The slowest call, in milliseconds."""
         return self.max_ns / 1e6
 
     def to_dict(self) -> dict[str, Any]:
+        """This summary as plain JSON data (dicts, lists, numbers, strings)."""
         return {
             "count": self.count,
             "total_ns": self.total_ns,
@@ -81,6 +86,7 @@ class LatencyStats:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> LatencyStats:
+        """The summary that :meth:`to_dict` turned into ``data``."""
         return cls(
             count=int(data["count"]),
             total_ns=int(data["total_ns"]),

@@ -65,6 +65,7 @@ class Workload:
             object.__setattr__(self, "dataset", str(self.dataset))
 
     def to_dict(self) -> dict[str, Any]:
+        """This workload as plain JSON data (dicts, lists, numbers, strings)."""
         return {
             "size": self.size,
             "warmup": self.warmup,
@@ -79,6 +80,7 @@ class Workload:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Workload:
+        """The workload that :meth:`to_dict` turned into ``data``."""
         return cls(**data)
 
 
@@ -91,10 +93,12 @@ class CheckResult:
     reason: str = ""
 
     def to_dict(self) -> dict[str, Any]:
+        """This check as plain JSON data (dicts, lists, numbers, strings)."""
         return {"name": self.name, "passed": self.passed, "reason": self.reason}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> CheckResult:
+        """The check that :meth:`to_dict` turned into ``data``."""
         return cls(str(data["name"]), bool(data["passed"]), str(data.get("reason", "")))
 
 
@@ -414,9 +418,11 @@ class ConcurrencyResult:
 
     @property
     def ops_per_s(self) -> float:
+        """Completed calls per second of wall time (0.0 without samples)."""
         return 0.0 if self.latency is None else self.latency.ops_per_s
 
     def to_dict(self) -> dict[str, Any]:
+        """This result as plain JSON data (dicts, lists, numbers, strings)."""
         return {
             "tasks": self.tasks,
             "operations": self.operations,
@@ -428,6 +434,7 @@ class ConcurrencyResult:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> ConcurrencyResult:
+        """The result that :meth:`to_dict` turned into ``data``."""
         latency = data.get("latency")
         return cls(
             tasks=int(data["tasks"]),

@@ -2,21 +2,27 @@
 
 The store calls :func:`ensure_schema` when it opens: it compares the database's revision with
 the newest one shipped and upgrades, or raises :class:`~asyncmem.errors.SchemaError`. The CLI's
-``asyncmem db`` commands use :func:`upgrade`, :func:`downgrade` and :func:`current`.
+``asyncmem db`` commands and ``migrations/env.py`` get their engine from
+:func:`migration_engine` and use :func:`upgrade`, :func:`downgrade`, :func:`current` and
+:func:`check`.
 """
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import io
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import Connection, inspect, text
+from sqlalchemy.engine import URL
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from asyncmem.errors import SchemaError
-from asyncmem.sql.engine import BEGIN_OPTION
+from asyncmem.sql.engine import BEGIN_OPTION, make_engine, prepare_sqlite_file, sqlite_path
 
 if TYPE_CHECKING:
     from alembic.config import Config
@@ -29,6 +35,7 @@ __all__ = [
     "downgrade",
     "ensure_schema",
     "head_revision",
+    "migration_engine",
     "migrations_dir",
     "upgrade",
 ]
@@ -73,7 +80,46 @@ def _shipped() -> tuple[str, frozenset[str]]:
 
 
 def head_revision() -> str:
+    """The newest revision among the shipped migration scripts."""
     return _shipped()[0]
+
+
+@asynccontextmanager
+async def migration_engine(
+    url: URL,
+    *,
+    create: bool = True,
+    operation: str = "migrate",
+    busy_timeout: float = 5.0,
+    server_timeout: float = 30.0,
+    schema: str | None = None,
+) -> AsyncIterator[AsyncEngine]:
+    """An engine for work on the schema of ``url``, disposed when the block ends.
+
+    A SQLite file is made ready first: its directory (0700) and the file (0600) are created
+    if missing and it is put in WAL mode, as the store does. With ``create=False`` a missing
+    file is a :class:`SchemaError` instead, so that only asking about a database never
+    creates one. Driver errors inside the block (a file that is not a database, a server
+    that cannot be reached) come out as asyncmem's typed errors naming ``operation``.
+    ``busy_timeout`` (SQLite) and ``server_timeout`` (PostgreSQL: connecting and each
+    statement) are seconds, as for :func:`~asyncmem.sql.engine.make_engine`.
+    """
+    from asyncmem.sql.drivers import translate_errors
+
+    with translate_errors(operation):
+        path = sqlite_path(url)
+        if path is not None:
+            if not create and not path.exists():
+                raise SchemaError(
+                    f"there is no database at {path}; `asyncmem db upgrade` makes one"
+                )
+            await asyncio.to_thread(prepare_sqlite_file, path, busy_timeout)
+            url = url.set(database=str(path))  # "~" expanded, as the store opens it
+        engine = make_engine(url, busy_timeout=busy_timeout, timeout=server_timeout, schema=schema)
+        try:
+            yield engine
+        finally:
+            await engine.dispose()
 
 
 def _current(connection: Connection) -> tuple[str, ...]:
@@ -147,20 +193,37 @@ async def ensure_schema(
     )
 
 
+@contextmanager
+def _command_errors() -> Iterator[None]:
+    """Alembic's refusals (an unknown revision, say) as :class:`SchemaError`."""
+    from alembic.util.exc import CommandError
+
+    try:
+        yield
+    except CommandError as exc:
+        raise SchemaError(str(exc)) from exc
+
+
 async def upgrade(engine: AsyncEngine, revision: str = "head") -> None:
+    """Upgrade the schema to ``revision`` under the migration lock."""
+
     def run(connection: Connection) -> None:
         from alembic import command
 
-        command.upgrade(alembic_config(connection), revision)
+        with _command_errors():
+            command.upgrade(alembic_config(connection), revision)
 
     await _in_migration_transaction(engine, run)
 
 
 async def downgrade(engine: AsyncEngine, revision: str) -> None:
+    """Downgrade the schema to ``revision`` (``"base"``: nothing left) under the migration lock."""
+
     def run(connection: Connection) -> None:
         from alembic import command
 
-        command.downgrade(alembic_config(connection), revision)
+        with _command_errors():
+            command.downgrade(alembic_config(connection), revision)
 
     await _in_migration_transaction(engine, run)
 
@@ -178,7 +241,17 @@ async def check(engine: AsyncEngine) -> None:
     """Raise :class:`SchemaError` when the database is not at head or differs from the models.
 
     Alembic's ``check`` command: autogenerate against the database and fail on any difference.
+    A database behind head (or with no schema at all) is reported first, with the command
+    that brings it up to date.
     """
+    revisions = await current(engine)
+    head = head_revision()
+    if revisions != (head,):
+        at = f"is at {', '.join(revisions)}" if revisions else "has no schema yet"
+        raise SchemaError(
+            f"the database is not up to date: it {at} and this asyncmem needs {head}; "
+            "run `asyncmem db upgrade`"
+        )
 
     def run(connection: Connection) -> None:
         from alembic import command

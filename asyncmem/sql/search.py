@@ -6,12 +6,14 @@ English function words are dropped, and each remaining word is quoted so that FT
 ``bm25()``, or the same formula on PostgreSQL) rewards memories that match more of them and
 rarer ones.
 
-Ranking is two stages (DESIGN.md §8): the database returns :func:`candidate_count` candidates
-and :func:`rerank` orders them, the same on SQLite and PostgreSQL. What ranking needs from
+Ranking is two stages: the database returns :func:`candidate_count` candidates and
+:func:`rerank` orders them, the same on SQLite and PostgreSQL. What ranking needs from
 conversations is built at write time from the metadata keys ``session``, ``speaker`` and
 ``date``: :func:`neighbour_contexts` and :func:`facets_of`. Each constant below names the
-measurement that chose it (``benchmarks/relevance.py``; RealMem is the development set in
-``../shared/data/realmem``, "shipped" is ``asyncmem-conversations-v1``).
+measurement that chose it (``benchmarks/relevance.py``; RealMem is a public set of
+conversations with labelled questions, as turns and as extracted facts, used for
+development; "shipped" is ``asyncmem-conversations-v1``, the set in
+``asyncmem/evaluation/data``).
 """
 
 from __future__ import annotations
@@ -72,7 +74,7 @@ STOP_WORDS = frozenset(
     s t d ll m re ve don doesn didn isn aren wasn weren won wouldn shouldn couldn
     """.split()
 )
-"""Small on purpose: larger lists measured no better (DESIGN.md §8)."""
+"""Small on purpose: larger stop-word lists measured no better on either data set."""
 
 _WORD = re.compile(r"[^\W_]+")
 _FIRST_MARK = "\u0300"
@@ -225,7 +227,7 @@ CONTEXT_WEIGHT = 0.3
 """Weight of the neighbour-context field against the memory's own words (1.0).
 
 RealMem frac@10 with full-text context: turns 0.235 → 0.314, facts 0.409 → 0.468 at 0.3;
-facts 0.475 at 0.2 (DESIGN.md §8: half weight hurt facts, a fifth to a third helped). With
+facts 0.475 at 0.2 (on fact-style memories half weight hurt, a fifth to a third helped). With
 today's context (frac@10 facts / turns / shipped): 0.2 → 0.474 / 0.298 / 0.718, 0.3 →
 0.470 / 0.299 / 0.712, 0.4 → 0.466 / 0.301 / 0.712: within a question or two, 0.3 kept."""
 FACET_WEIGHT = 0.5
@@ -245,7 +247,7 @@ BM25_K1 = 1.2
 BM25_B = 0.75
 """BM25's length normalisation on PostgreSQL: FTS5's ``bm25()`` constant, so both agree.
 
-DESIGN.md §8 saw b ≈ 0.3 best on short chat turns; on RealMem (PostgreSQL, frac@10 turns /
+b ≈ 0.3 measured best on short chat turns of another set; on RealMem (PostgreSQL, frac@10 turns /
 facts) 0.5 → 0.287 / 0.470, 0.75 → 0.299 / 0.466, 0.9 → 0.304 / 0.460: FTS5's value kept."""
 
 
@@ -333,7 +335,7 @@ def rerank(
 ) -> list[tuple[int, float]]:
     """Order the database's candidates: ``(index into the candidates, final score)``, best first.
 
-    Stage two of ranking (DESIGN.md §8), the same for SQLite and PostgreSQL: ``scores`` are the
+    Stage two of ranking, the same for SQLite and PostgreSQL: ``scores`` are the
     database's relevance (higher is better, BM25 of either dialect, any scale), ``metadata``
     each candidate's. Scores are divided by the best one, so every constant below means the
     same on both dialects. Ties keep the database's order.
@@ -422,8 +424,9 @@ def date_words(text: str) -> str:
 
 
 def facets_of(metadata: Mapping[str, Any], value: str = "") -> str:
-    """Words a memory is found by besides its own: who said it and when (DESIGN.md §8), from
-    ``metadata``, and the characters and character pairs of the CJK text in ``value``."""
+    """Words a memory is found by besides its own: who said it (``speaker``) and when
+    (``date``, also spelled out as words) from ``metadata``, and the characters and
+    character pairs of the CJK text in ``value``."""
     parts: list[str] = []
     speaker = metadata.get("speaker")
     if isinstance(speaker, str | int | float) and not isinstance(speaker, bool):
