@@ -14,7 +14,6 @@ import asyncio
 import contextlib
 import errno
 import json
-import math
 import os
 import secrets
 import stat
@@ -24,7 +23,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import IO, Any, Protocol
 
-from asyncmem.backend import MemoryEntry, check_id, check_metadata, check_value
+from asyncmem.backend import MemoryEntry, check_id, check_metadata, check_timestamp, check_value
 from asyncmem.errors import AsyncmemError, InvalidInputError
 
 __all__ = [
@@ -100,19 +99,6 @@ def to_line(entry: MemoryEntry) -> str:
     data = entry_to_dict(entry)
     data.pop("score", None)
     return dumps(data) + "\n"
-
-
-def check_timestamp(what: str, value: object) -> float:
-    """``value`` as unix seconds, or :class:`InvalidInputError`: a finite int or float."""
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise InvalidInputError(f"{what} must be a number of unix seconds")
-    try:
-        seconds = float(value)
-    except OverflowError:
-        seconds = math.inf
-    if not math.isfinite(seconds):
-        raise InvalidInputError(f"{what} must be a finite number of unix seconds")
-    return seconds
 
 
 def parse_line(line: bytes | str, number: int, now: float) -> MemoryEntry:

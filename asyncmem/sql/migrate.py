@@ -93,6 +93,7 @@ async def migration_engine(
     busy_timeout: float = 5.0,
     server_timeout: float = 30.0,
     schema: str | None = None,
+    allow_shared_file: bool = False,
 ) -> AsyncIterator[AsyncEngine]:
     """An engine for work on the schema of ``url``, disposed when the block ends.
 
@@ -102,7 +103,8 @@ async def migration_engine(
     creates one. Driver errors inside the block (a file that is not a database, a server
     that cannot be reached) come out as asyncmem's typed errors naming ``operation``.
     ``busy_timeout`` (SQLite) and ``server_timeout`` (PostgreSQL: connecting and each
-    statement) are seconds, as for :func:`~asyncmem.sql.engine.make_engine`.
+    statement) are seconds, as for :func:`~asyncmem.sql.engine.make_engine`;
+    ``allow_shared_file`` as for :func:`~asyncmem.sql.engine.prepare_sqlite_file`.
     """
     from asyncmem.sql.drivers import translate_errors
 
@@ -113,7 +115,9 @@ async def migration_engine(
                 raise SchemaError(
                     f"there is no database at {path}; `asyncmem db upgrade` makes one"
                 )
-            await asyncio.to_thread(prepare_sqlite_file, path, busy_timeout)
+            await asyncio.to_thread(
+                prepare_sqlite_file, path, busy_timeout, allow_shared_file=allow_shared_file
+            )
             url = url.set(database=str(path))  # "~" expanded, as the store opens it
         engine = make_engine(url, busy_timeout=busy_timeout, timeout=server_timeout, schema=schema)
         try:

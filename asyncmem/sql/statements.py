@@ -4,7 +4,8 @@ Each statement is a SQLAlchemy construct over :class:`~asyncmem.sql.models.Memor
 bind parameters, compiled with the async driver's dialect into its SQL text and the order of
 its positional parameters (``SQLCompiler.positiontup``). The store hands that text straight to
 the driver connection, one round trip a call, which is what keeps it near the speed of
-hand-written SQL (DESIGN.md §6) while the ORM model stays the schema's single source.
+hand-written SQL (the SQLAlchemy execution layer alone costs more than an indexed lookup)
+while the ORM model stays the schema's single source.
 """
 
 from __future__ import annotations
@@ -298,7 +299,8 @@ def _upsert_batch(dialect_name: str) -> ClauseElement:
 
 def _query(dialect_name: str, where: filters.Shape = (), terms: int = 0) -> ClauseElement:
     """Live memories of one user matching a full-text expression (and the ``where`` filter),
-    best first, with a score: the candidates of two-stage ranking (DESIGN.md §8).
+    best first, with a score: the candidates of two-stage ranking (see
+    :func:`~asyncmem.sql.search.rerank`).
 
     A memory's own words weigh most, its speaker and date words less, its neighbour turns'
     words least (the weights are constants of :mod:`asyncmem.sql.search`). SQLite scores

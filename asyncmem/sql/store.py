@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 import functools
 import json
@@ -57,9 +56,7 @@ from asyncmem.sql.drivers import (
 )
 from asyncmem.sql.engine import (
     is_local,
-    make_engine,
     normalize_url,
-    prepare_sqlite_file,
     sqlite_path,
 )
 from asyncmem.sql.models import Memory
@@ -152,10 +149,12 @@ class SQLBackend(BackendBase):
     always raises :class:`~asyncmem.errors.SchemaError`.
 
     SQLite: WAL with ``synchronous=NORMAL``. A returned write survives a crash of the process;
-    a power loss may lose the last moments of writes but never corrupts the file. Each write is
-    one statement holding the write lock only while it runs (a conversation turn's, one short
-    transaction that also updates its neighbours, DESIGN.md §8); writers in other processes
-    wait up to ``busy_timeout`` seconds. ``readers`` connections serve reads next to the writer.
+    a power loss may lose the last moments of writes but never corrupts the file. Every write
+    is one short transaction together with the upkeep of its conversation's neighbour contexts
+    (:mod:`asyncmem.sql.conversations`): a call that raised changed nothing. Concurrent calls
+    are answered in batches, one transaction per batch of writes with a savepoint per call;
+    writers in other processes wait up to ``busy_timeout`` seconds. ``readers`` connections
+    serve reads next to the writer.
 
     ``max_versions`` is how many versions of a memory :meth:`history` keeps, the current one
     included (default 10). It is kept in the database, because the triggers that keep the
@@ -243,27 +242,16 @@ class SQLBackend(BackendBase):
         return f"SQLBackend({self.url!r})"
 
     async def _open(self) -> None:
+        async with migrate.migration_engine(
+            self._url,
+            operation="open",
+            busy_timeout=self._busy_timeout,
+            server_timeout=self._timeout,
+            schema=self.schema,
+            allow_shared_file=self._allow_shared_file,
+        ) as engine:
+            await migrate.ensure_schema(engine, auto_migrate=self.auto_migrate, schema=self.schema)
         with translate_errors("open"):
-            path = sqlite_path(self._url)
-            if path is not None:
-                await asyncio.to_thread(
-                    prepare_sqlite_file,
-                    path,
-                    self._busy_timeout,
-                    allow_shared_file=self._allow_shared_file,
-                )
-            engine = make_engine(
-                self._url,
-                busy_timeout=self._busy_timeout,
-                timeout=self._timeout,
-                schema=self.schema,
-            )
-            try:
-                await migrate.ensure_schema(
-                    engine, auto_migrate=self.auto_migrate, schema=self.schema
-                )
-            finally:
-                await engine.dispose()
             await self._driver.open()
             if self.max_versions is not None:
                 setting = self._sql.set_setting
@@ -414,7 +402,7 @@ class SQLBackend(BackendBase):
         """Memories of ``user_id`` ranked by relevance to the question ``text``.
 
         The text is split into words; common function words are dropped and the rest OR-ed.
-        Two stages (DESIGN.md §8): the database ranks candidates by BM25 over the words they
+        Two stages: the database ranks candidates by BM25 over the words they
         share with the question, a memory's own words weighing most, its speaker and date
         words less and its neighbour turns' words least (FTS5's ``bm25()`` on SQLite, the
         same formula in SQL on PostgreSQL, both with English stemming); then
