@@ -66,6 +66,7 @@ __all__ = [
     "ADMIN_ACTIONS",
     "MEMORY_TOOL",
     "action_schema",
+    "answer_schema",
     "anthropic_tool",
     "langchain_tool",
     "openai_agents_tool",
@@ -266,6 +267,72 @@ def action_schema(action: str, *, bound_user: bool = False) -> dict[str, Any]:
 _ACTION_VALIDATORS = {
     action: jsonschema.Draft202012Validator(action_schema(action)) for action in ACTIONS
 }
+
+
+_MEMORY_ANSWER: Final[dict[str, Any]] = {
+    "type": "object",
+    "properties": {
+        "key": {"type": "string"},
+        "value": {"type": "string"},
+        "metadata": {"type": "object"},
+        "created_at": {"type": "number"},
+        "updated_at": {"type": "number"},
+        "expires_at": {"type": "number"},
+        "score": {"type": "number"},
+    },
+    "required": ["key", "value", "metadata", "created_at", "updated_at"],
+    "additionalProperties": False,
+}
+_COUNT = {"type": "integer", "minimum": 0}
+_TEXT = {"type": "string"}
+_MEMORIES = {"type": "array", "items": _MEMORY_ANSWER}
+_KEYS = {"type": "array", "items": _TEXT}
+_ANSWERS: Final[Mapping[str, Mapping[str, Any]]] = {
+    "store": {
+        "key": _TEXT,
+        "created": {"type": "boolean"},
+        "updated_at": {"type": "number"},
+        "expires_at": {"type": "number"},
+    },
+    "retrieve": {"found": {"type": "boolean"}, "memory": _MEMORY_ANSWER, "message": _TEXT},
+    "query": {"count": _COUNT, "results": _MEMORIES},
+    "list": {"count": _COUNT, "keys": _KEYS},
+    "history": {"count": _COUNT, "versions": _MEMORIES},
+    "delete": {"deleted": {"type": "boolean"}, "message": _TEXT},
+    "forget": {"deleted_count": _COUNT},
+    "store_many": {"count": _COUNT, "keys": _KEYS},
+    "delete_many": {"deleted_count": _COUNT},
+    "purge": {"purged_count": _COUNT},
+    "info": {
+        "backend": _TEXT,
+        "is_cloud": {"type": "boolean"},
+        "available": {"type": "boolean"},
+        "version": _TEXT,
+        "actions": _KEYS,
+        "limits": {"type": "object", "additionalProperties": {"type": "number"}},
+    },
+    "evaluate": {"report": {"type": "object"}},
+}
+
+
+def answer_schema(action: str) -> dict[str, Any]:
+    """The JSON schema of what :func:`run_memory_tool` answers to ``action``, failures included
+    (``{"success": false, "error": ...}``): the MCP tools' ``outputSchema``."""
+    if action not in ACTIONS:
+        raise InvalidInputError(f"unknown action {action!r}")
+    return copy.deepcopy(
+        {
+            "type": "object",
+            "properties": {
+                "success": {"type": "boolean"},
+                "error": _TEXT,
+                "action": {"const": action},
+                **_ANSWERS[action],
+            },
+            "required": ["success"],
+            "additionalProperties": False,
+        }
+    )
 
 
 _STRICT_KEYWORDS: Final = frozenset(

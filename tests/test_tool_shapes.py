@@ -19,6 +19,7 @@ from asyncmem.tool import (
     ACTIONS,
     ADMIN_ACTIONS,
     MEMORY_TOOL,
+    answer_schema,
     anthropic_tool,
     langchain_tool,
     openai_agents_tool,
@@ -391,12 +392,14 @@ async def test_strict_arguments_for_every_action_run(
             answer = json.loads(await run_memory_tool(sqlite, {"action": action}, **user))
             assert answer["success"] is False
             assert "operator action" in answer["error"]
+            jsonschema.validate(answer, answer_schema(action))
             continue
         arguments = strict_arguments(action, bound_user=bound_user, admin=admin)
         answer = json.loads(
             await run_memory_tool(sqlite, json.dumps(arguments), admin=admin, **user)
         )
         assert answer["success"], (action, answer)
+        jsonschema.validate(answer, answer_schema(action))
         if action == "store":
             entry = await sqlite.retrieve("alice", "pet")
             assert entry is not None
