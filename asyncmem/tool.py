@@ -25,13 +25,12 @@ Responses, strict or not), :func:`anthropic_tool`, and ready tools for the OpenA
 from __future__ import annotations
 
 import copy
+import functools
 import importlib
 import json
 import logging
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Final, Literal, overload
-
-import jsonschema
 
 import asyncmem
 from asyncmem.backend import (
@@ -53,6 +52,7 @@ from asyncmem.errors import (
 )
 
 if TYPE_CHECKING:
+    import jsonschema
     from agents import FunctionTool
     from agents.tool_context import ToolContext
     from anthropic.types import ToolParam as AnthropicToolParam
@@ -242,7 +242,6 @@ _DEFAULT_QUERY_LIMIT = 5
 _DEFAULT_EVAL_SIZE = 200
 _DEFAULT_EVAL_REPETITIONS = 50
 _MAX_ERROR_CHARS = 300
-_VALIDATOR = jsonschema.Draft202012Validator(MEMORY_TOOL["parameters"])
 
 
 def action_schema(action: str, *, bound_user: bool = False) -> dict[str, Any]:
@@ -264,9 +263,14 @@ def action_schema(action: str, *, bound_user: bool = False) -> dict[str, Any]:
     }
 
 
-_ACTION_VALIDATORS = {
-    action: jsonschema.Draft202012Validator(action_schema(action)) for action in ACTIONS
-}
+@functools.cache
+def _validator(action: str | None) -> jsonschema.Draft202012Validator:
+    """The checker of all arguments (``None``) or of one action's: made on first use, since
+    jsonschema is a tenth of a second to import and the MCP server should start without it."""
+    import jsonschema
+
+    schema = MEMORY_TOOL["parameters"] if action is None else action_schema(action)
+    return jsonschema.Draft202012Validator(schema)
 
 
 _MEMORY_ANSWER: Final[dict[str, Any]] = {
@@ -669,10 +673,12 @@ def _check(args: dict[str, Any], user_id: str | None, admin: bool) -> str:
             args["user_id"] = user_id
         else:
             args.pop("user_id", None)
-    error = jsonschema.exceptions.best_match(_VALIDATOR.iter_errors(args))
+    from jsonschema.exceptions import best_match
+
+    error = best_match(_validator(None).iter_errors(args))
     if error is None and known is not None:
         rest = {name: value for name, value in args.items() if name != "action"}
-        error = jsonschema.exceptions.best_match(_ACTION_VALIDATORS[known].iter_errors(rest))
+        error = best_match(_validator(known).iter_errors(rest))
     if error is not None or known is None:
         raise _ToolError(
             _schema_error(error, args, known) if error is not None else "missing 'action'"
