@@ -6,16 +6,21 @@ SDK's own parameter types fails there.
 
 from __future__ import annotations
 
+from typing import TypedDict
+
 import anthropic
 import openai
 from agents import Agent
 from anthropic.types import ToolParam
 from langchain_core.tools import BaseTool
+from langgraph.graph import StateGraph
+from langgraph.store.base import BaseStore
 from openai.types.chat import ChatCompletionToolUnionParam
 from openai.types.responses import ToolParam as ResponsesToolParam
 from pydantic_ai import Agent as PydanticAgent
 
 from asyncmem import MemoryBackend
+from asyncmem.langgraph import AsyncmemStore
 from asyncmem.tool import (
     anthropic_tool,
     langchain_tool,
@@ -66,3 +71,13 @@ def langchain(memory: MemoryBackend) -> list[BaseTool]:
 
 def pydantic_ai(memory: MemoryBackend) -> PydanticAgent[None, str]:
     return PydanticAgent("test", tools=[pydantic_ai_tool(memory, user_id="alice")])
+
+
+class State(TypedDict):
+    question: str
+
+
+def langgraph(memory: MemoryBackend, builder: StateGraph[State]) -> BaseStore:
+    store = AsyncmemStore(memory, ttl={"default_ttl": 60.0, "refresh_on_read": True})
+    builder.compile(store=store)
+    return store
