@@ -14,8 +14,11 @@ Needs the optional ``mcp`` package: ``pip install 'asyncmem[mcp]'``.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import ipaddress
 import json
+from collections.abc import AsyncIterator
 from typing import Any, Final
 
 import mcp.types as types
@@ -159,8 +162,29 @@ async def serve(
         await serve_http(backend, host=host, port=int(port), user_id=user_id, admin=admin)
         return
     server = make_server(backend, user_id=user_id, admin=admin)
-    async with backend, stdio_server() as (read_stream, write_stream):
-        await server.run(read_stream, write_stream, server.create_initialization_options())
+    try:
+        async with stdio_server() as (read_stream, write_stream), _opening(backend):
+            await server.run(read_stream, write_stream, server.create_initialization_options())
+    finally:
+        await backend.aclose()
+
+
+@contextlib.asynccontextmanager
+async def _opening(backend: MemoryBackend) -> AsyncIterator[None]:
+    """Open ``backend`` while the client initializes, instead of before answering it.
+
+    A call that arrives first waits for the opening (the backends open once, under a lock);
+    an opening that failed is retried by the next call, which reports the error.
+    """
+    task = asyncio.create_task(backend.__aenter__())
+    task.add_done_callback(lambda done: done.cancelled() or done.exception())
+    try:
+        yield
+    finally:
+        if not task.done():
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
 
 
 def loopback(host: str) -> str:

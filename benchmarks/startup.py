@@ -8,6 +8,7 @@
 - ``asyncmem --help``: the installed console script (next to this interpreter);
 - ``open + query``: ``import asyncmem``, open a SQLite file and run one query (what the lazy
   names cost when they are used);
+- ``mcp SDK import``: what any server on the MCP SDK pays before it can answer;
 - ``mcp initialize``: spawn ``python -m asyncmem mcp --backend sqlite:///…`` and time until the
   answer to the MCP ``initialize`` request arrives on its stdout.
 
@@ -101,6 +102,11 @@ def main() -> None:
             measure(
                 "open + query",
                 lambda: run([PYTHON, "-c", OPEN_AND_QUERY, str(database)]),
+                args.repeat,
+            ),
+            measure(
+                "mcp SDK import",
+                lambda: run([PYTHON, "-c", "import mcp.server.lowlevel, mcp.server.stdio"]),
                 args.repeat,
             ),
             measure("mcp initialize", lambda: mcp_initialize(database), args.repeat),

@@ -192,3 +192,21 @@ async def test_bound_user_server(tmp_path: Path) -> None:
         assert "one user" in answer["error"]
     async with SQLBackend(f"sqlite:///{tmp_path / 'memory.db'}") as store:
         assert await store.list_keys("alice") == ["pet"]
+
+
+async def test_a_backend_that_cannot_open_still_answers_initialize(tmp_path: Path) -> None:
+    """The server opens the backend while the client initializes: a failure comes back as a
+    tool error the model can read, and the server keeps serving."""
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "asyncmem", "mcp", "--backend", "postgresql://nobody@127.0.0.1:1/none"],
+        env={"PYTHONPATH": str(ROOT), "XDG_DATA_HOME": str(tmp_path / "xdg")},
+        cwd=tmp_path,
+    )
+    async with Client(params, read_timeout_seconds=60) as client:
+        assert (await client.list_tools()).tools
+        for _ in range(2):
+            failed, answer = await call(client, "list", user_id="alice")
+            assert failed
+            assert "unavailable" in answer["error"]
+            assert "nobody" not in answer["error"]
