@@ -210,3 +210,23 @@ async def test_a_backend_that_cannot_open_still_answers_initialize(tmp_path: Pat
             assert failed
             assert "unavailable" in answer["error"]
             assert "nobody" not in answer["error"]
+
+
+@pytest.mark.parametrize(
+    ("extra", "expected"),
+    [
+        (["--user", "alice", "--admin"], "never served to one user"),
+        (["--http", "0.0.0.0:8765"], "no authentication"),
+        (["--http", "localhost:port"], "[HOST:]PORT"),
+        (["--http", "127.0.0.1:70000"], "[HOST:]PORT"),
+    ],
+)
+def test_mcp_command_refuses_unsafe_or_bad_options(
+    capsys: pytest.CaptureFixture[str], extra: list[str], expected: str
+) -> None:
+    from asyncmem.cli import main
+
+    assert main(["mcp", "--backend", "null", *extra]) == 1
+    err = capsys.readouterr().err
+    assert expected in err
+    assert "Traceback" not in err
