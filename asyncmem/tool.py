@@ -400,7 +400,8 @@ def tool_parameters(
     properties = {
         name: copy.deepcopy(schema)
         for name, schema in _PROPERTIES.items()
-        if not (bound_user and name == "user_id") and (admin or name not in {"size", "repetitions"})
+        if not (bound_user and name == "user_id")
+        and (admin or name not in _ACTION_OPTIONAL["evaluate"])
     }
     properties["action"]["enum"] = _offered(admin=admin)
     if not admin:
@@ -454,7 +455,8 @@ def openai_tool(
     (``api="responses"``, the flat ``{"type": "function", "name": ...}``).
 
     ``strict`` (the default; the Responses API is strict when told nothing) gives the strict
-    schema of :func:`tool_parameters`; ``strict=False`` the plain one, and says so. Pass
+    schema of :func:`tool_parameters`; ``strict=False`` the plain one, with ``"strict": false``
+    written out so the Responses API does not make it strict anyway. Pass
     ``bound_user=True`` when :func:`run_memory_tool` gets ``user_id``, ``admin=True`` to offer
     the operator actions.
     """
