@@ -269,13 +269,14 @@ async def compare(lg: AsyncmemStore, reference: Reference, op: Any) -> None:
 
 DIFFERENTIAL_SEEDS = range(4)
 DIFFERENTIAL_OPS = 250
-"""4 sequences of 250 operations, 1,000 in all, each answer compared with InMemoryStore's."""
+"""4 sequences of 250 operations, 1,000 in all, each answer compared with InMemoryStore's, on
+SQLite and on PostgreSQL."""
 
 
 @pytest.mark.parametrize("seed", DIFFERENTIAL_SEEDS)
-async def test_same_answers_as_langgraphs_in_memory_store(sqlite: SQLBackend, seed: int) -> None:
+async def test_same_answers_as_langgraphs_in_memory_store(sql_store: SQLBackend, seed: int) -> None:
     rng = random.Random(seed)
-    lg, reference = AsyncmemStore(sqlite), Reference()
+    lg, reference = AsyncmemStore(sql_store), Reference()
     for _ in range(DIFFERENTIAL_OPS):
         op = random_op(rng)
         await compare(lg, reference, op)
