@@ -451,7 +451,8 @@ def _mcp(args: argparse.Namespace) -> int:
         from asyncmem.mcp_server import serve
     except ImportError:
         raise _Failed("the MCP server needs the mcp package: pip install 'asyncmem[mcp]'") from None
-    asyncio.run(serve(_open(args.backend), user_id=args.user))
+    served = {"user_id": args.user, "admin": args.admin, "http": args.http}
+    asyncio.run(serve(_open(args.backend), **served))
     return 0
 
 
@@ -632,6 +633,8 @@ def _add_data_commands(sub: Any) -> None:
     mcp.add_argument(
         "--user", type=_id, help="serve only this user's memories (user_id is then implied)"
     )
+    mcp.add_argument("--admin", action="store_true", help="also serve purge and evaluate")
+    mcp.add_argument("--http", metavar="[HOST:]PORT", help="streamable HTTP on loopback, not stdio")
 
 
 def _parser() -> argparse.ArgumentParser:

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
-from asyncmem.backend import MemoryBackend
 from asyncmem.errors import InvalidInputError
-from asyncmem.null import NullBackend
-from asyncmem.sql.store import SQLBackend
+
+if TYPE_CHECKING:
+    from asyncmem.backend import MemoryBackend
 
 __all__ = ["open_backend"]
 
@@ -25,20 +26,29 @@ def open_backend(spec: str | None = None, *, env: Mapping[str, str] | None = Non
     if spec is None:
         spec = environ.get("ASYNCMEM_BACKEND") or environ.get("ASYNCMEM_URL") or None
     if spec is None or spec in {"sqlite", "sql", "default"}:
-        return SQLBackend()
+        return _sql_backend(None)
     if not isinstance(spec, str):
         raise InvalidInputError(f"backend spec must be a str, not {type(spec).__name__}")
     if spec == "null":
+        from asyncmem.null import NullBackend
+
         return NullBackend()
     if spec == "honcho":
         return _honcho_backend(environ)
     if "://" in spec:
-        return SQLBackend(spec)
+        return _sql_backend(spec)
     # The spec is not repeated: a URL mistyped without "://" may carry a password.
     raise InvalidInputError(
         "unknown backend: use 'null', 'sqlite', 'honcho' or a database URL "
         "such as sqlite:///path/memory.db or postgresql://user@host/db"
     )
+
+
+def _sql_backend(url: str | None) -> MemoryBackend:
+    """The SQL store, imported only now: SQLAlchemy is most of asyncmem's import time."""
+    from asyncmem.sql.store import SQLBackend
+
+    return SQLBackend() if url is None else SQLBackend(url)
 
 
 def _honcho_backend(environ: Mapping[str, str]) -> MemoryBackend:

@@ -13,18 +13,24 @@ model, never parsed or executed here.
 
 A host serving many users binds the user: ``run_memory_tool(memory, args, user_id="alice")``
 refuses calls that name another user, so a model can only reach the memories of the person
-it is talking to.
+it is talking to. The operator actions (:data:`ADMIN_ACTIONS`: ``purge`` reaches every user,
+``evaluate`` writes scratch users) run only with ``admin=True`` and never for a bound user.
+
+Each SDK gets its exact tool shape from one helper: :func:`openai_tool` (Chat Completions or
+Responses, strict or not), :func:`anthropic_tool`, and ready tools for the OpenAI Agents SDK
+(:func:`openai_agents_tool`), LangChain (:func:`langchain_tool`) and pydantic-ai
+(:func:`pydantic_ai_tool`), whose packages are imported only when those helpers are called.
 """
 
 from __future__ import annotations
 
+import copy
+import functools
 import importlib
 import json
 import logging
 from collections.abc import Mapping
-from typing import Any, Final
-
-import jsonschema
+from typing import TYPE_CHECKING, Any, Final, Literal, overload
 
 import asyncmem
 from asyncmem.backend import (
@@ -32,7 +38,6 @@ from asyncmem.backend import (
     MAX_ID_LENGTH,
     MAX_LIMIT,
     MAX_METADATA_BYTES,
-    MAX_PAGE_SIZE,
     MAX_TTL,
     MAX_VALUE_BYTES,
     MemoryBackend,
@@ -47,7 +52,30 @@ from asyncmem.errors import (
 )
 from asyncmem.export import entry_to_dict
 
-__all__ = ["ACTIONS", "MEMORY_TOOL", "action_schema", "run_memory_tool"]
+if TYPE_CHECKING:
+    import jsonschema
+    from agents import FunctionTool
+    from agents.tool_context import ToolContext
+    from anthropic.types import ToolParam as AnthropicToolParam
+    from langchain_core.tools import StructuredTool
+    from openai.types.chat import ChatCompletionFunctionToolParam
+    from openai.types.responses import FunctionToolParam
+    from pydantic_ai import Tool as PydanticAITool
+
+__all__ = [
+    "ACTIONS",
+    "ADMIN_ACTIONS",
+    "MEMORY_TOOL",
+    "action_schema",
+    "answer_schema",
+    "anthropic_tool",
+    "langchain_tool",
+    "openai_agents_tool",
+    "openai_tool",
+    "pydantic_ai_tool",
+    "run_memory_tool",
+    "tool_parameters",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -67,6 +95,11 @@ ACTIONS: Final[Mapping[str, tuple[str, ...]]] = {
 }
 """Each action and the arguments it requires (besides ``action``)."""
 
+ADMIN_ACTIONS: Final = frozenset({"purge", "evaluate"})
+"""Operator actions: ``purge`` deletes every user's expired memories, ``evaluate`` writes
+scratch users. Offered and run only when the host asks for them (``admin=True``), never to a
+tool bound to one user."""
+
 _ACTION_OPTIONAL: Final[Mapping[str, tuple[str, ...]]] = {
     "store": ("metadata", "ttl"),
     "query": ("limit", "where"),
@@ -75,18 +108,23 @@ _ACTION_OPTIONAL: Final[Mapping[str, tuple[str, ...]]] = {
     "evaluate": ("size", "repetitions"),
 }
 
+_ACTION_HELP = (
+    "store: save or overwrite a memory under a key. retrieve: read one memory by key. "
+    "query: find memories relevant to a question. list: the user's keys, most recent "
+    "first. history: a memory's previous values, newest first. delete: remove one "
+    "memory. forget: erase every memory of the user. store_many / delete_many: several "
+    "at once. info: which backend is in use."
+)
+_ADMIN_HELP = (
+    "purge: remove expired memories. evaluate: measure this backend's speed and relevance "
+    "(slow; scratch users only)."
+)
+
 _PROPERTIES: Final[dict[str, dict[str, Any]]] = {
     "action": {
         "type": "string",
         "enum": list(ACTIONS),
-        "description": (
-            "store: save or overwrite a memory under a key. retrieve: read one memory by key. "
-            "query: find memories relevant to a question. list: the user's keys, most recent "
-            "first. history: a memory's previous values, newest first. delete: remove one "
-            "memory. forget: erase every memory of the user. store_many / delete_many: several "
-            "at once. purge: remove expired memories. info: which backend is in use. "
-            "evaluate: measure this backend's speed and relevance (slow; scratch users only)."
-        ),
+        "description": _ACTION_HELP + " " + _ADMIN_HELP,
     },
     "user_id": {
         "type": "string",
@@ -131,9 +169,9 @@ _PROPERTIES: Final[dict[str, dict[str, Any]]] = {
     "limit": {
         "type": "integer",
         "minimum": 1,
-        "maximum": MAX_PAGE_SIZE,
-        "description": f"How many results at most: query (default 5, at most {MAX_LIMIT}), "
-        "history (default 10), list (default all).",
+        "maximum": MAX_LIMIT,
+        "description": f"How many results at most (1 to {MAX_LIMIT}): query (default 5), "
+        "history (default 10), list (default all; page with offset).",
     },
     "offset": {
         "type": "integer",
@@ -205,7 +243,6 @@ _DEFAULT_QUERY_LIMIT = 5
 _DEFAULT_EVAL_SIZE = 200
 _DEFAULT_EVAL_REPETITIONS = 50
 _MAX_ERROR_CHARS = 300
-_VALIDATOR = jsonschema.Draft202012Validator(MEMORY_TOOL["parameters"])
 
 
 def action_schema(action: str, *, bound_user: bool = False) -> dict[str, Any]:
@@ -227,9 +264,307 @@ def action_schema(action: str, *, bound_user: bool = False) -> dict[str, Any]:
     }
 
 
-_ACTION_VALIDATORS = {
-    action: jsonschema.Draft202012Validator(action_schema(action)) for action in ACTIONS
+@functools.cache
+def _validator(action: str | None) -> jsonschema.Draft202012Validator:
+    """The checker of all arguments (``None``) or of one action's: made on first use, since
+    jsonschema is a tenth of a second to import and the MCP server should start without it."""
+    import jsonschema
+
+    schema = MEMORY_TOOL["parameters"] if action is None else action_schema(action)
+    return jsonschema.Draft202012Validator(schema)
+
+
+_MEMORY_ANSWER: Final[dict[str, Any]] = {
+    "type": "object",
+    "properties": {
+        "key": {"type": "string"},
+        "value": {"type": "string"},
+        "metadata": {"type": "object"},
+        "created_at": {"type": "number"},
+        "updated_at": {"type": "number"},
+        "expires_at": {"type": "number"},
+        "score": {"type": "number"},
+    },
+    "required": ["key", "value", "metadata", "created_at", "updated_at"],
+    "additionalProperties": False,
 }
+_COUNT = {"type": "integer", "minimum": 0}
+_TEXT = {"type": "string"}
+_MEMORIES = {"type": "array", "items": _MEMORY_ANSWER}
+_KEYS = {"type": "array", "items": _TEXT}
+_ANSWERS: Final[Mapping[str, Mapping[str, Any]]] = {
+    "store": {
+        "key": _TEXT,
+        "created": {"type": "boolean"},
+        "updated_at": {"type": "number"},
+        "expires_at": {"type": "number"},
+    },
+    "retrieve": {"found": {"type": "boolean"}, "memory": _MEMORY_ANSWER, "message": _TEXT},
+    "query": {"count": _COUNT, "results": _MEMORIES},
+    "list": {"count": _COUNT, "keys": _KEYS},
+    "history": {"count": _COUNT, "versions": _MEMORIES},
+    "delete": {"deleted": {"type": "boolean"}, "message": _TEXT},
+    "forget": {"deleted_count": _COUNT},
+    "store_many": {"count": _COUNT, "keys": _KEYS},
+    "delete_many": {"deleted_count": _COUNT},
+    "purge": {"purged_count": _COUNT},
+    "info": {
+        "backend": _TEXT,
+        "is_cloud": {"type": "boolean"},
+        "available": {"type": "boolean"},
+        "version": _TEXT,
+        "actions": _KEYS,
+        "limits": {"type": "object", "additionalProperties": {"type": "number"}},
+    },
+    "evaluate": {"report": {"type": "object"}},
+}
+
+
+def answer_schema(action: str) -> dict[str, Any]:
+    """The JSON schema of what :func:`run_memory_tool` answers to ``action``, failures included
+    (``{"success": false, "error": ...}``): the MCP tools' ``outputSchema``."""
+    if action not in ACTIONS:
+        raise InvalidInputError(f"unknown action {action!r}")
+    return copy.deepcopy(
+        {
+            "type": "object",
+            "properties": {
+                "success": {"type": "boolean"},
+                "error": _TEXT,
+                "action": {"const": action},
+                **_ANSWERS[action],
+            },
+            "required": ["success"],
+            "additionalProperties": False,
+        }
+    )
+
+
+_STRICT_KEYWORDS: Final = frozenset(
+    {"type", "enum", "description", "properties", "required", "additionalProperties", "items"}
+)
+"""What a strict schema keeps: OpenAI's strict mode refuses the rest (``minLength``,
+``maxLength``, ``exclusiveMinimum`` …); :func:`run_memory_tool` still checks those bounds."""
+
+_JSON_TEXT: Final = frozenset({"metadata", "where"})
+"""Free-form objects: strict mode cannot describe an object with unknown keys, so a strict
+schema asks for them as JSON text, which :func:`run_memory_tool` decodes."""
+
+_STRICT_NOTE = (
+    " Every field must be present: use null for the fields the action does not take, and "
+    "write metadata and where as JSON text."
+)
+
+
+def _offered(*, admin: bool) -> list[str]:
+    return [action for action in ACTIONS if admin or action not in ADMIN_ACTIONS]
+
+
+def _strict(name: str, schema: Mapping[str, Any], *, nullable: bool) -> dict[str, Any]:
+    """``schema`` under OpenAI's strict rules; ``nullable`` where the field may be left out."""
+    if name in _JSON_TEXT:
+        example = '{"source": "chat"}' if name == "metadata" else '{"priority": {"$gte": 2}}'
+        strict: dict[str, Any] = {
+            "type": "string",
+            "description": f"{schema.get('description', 'A JSON object')} Written as JSON "
+            f"text, e.g. '{example}'.",
+        }
+    else:
+        strict = {word: value for word, value in schema.items() if word in _STRICT_KEYWORDS}
+        if "properties" in schema:
+            required = set(schema.get("required", ()))
+            strict["properties"] = {
+                field: _strict(field, sub, nullable=field not in required)
+                for field, sub in schema["properties"].items()
+            }
+            strict["required"] = list(schema["properties"])
+            strict["additionalProperties"] = False
+        if "items" in schema:
+            strict["items"] = _strict("", schema["items"], nullable=False)
+    if nullable:
+        strict["type"] = [strict["type"], "null"]
+        if "enum" in strict:
+            strict["enum"] = [*strict["enum"], None]
+    return strict
+
+
+def tool_parameters(
+    *, strict: bool = False, bound_user: bool = False, admin: bool = False
+) -> dict[str, Any]:
+    """The JSON schema of the tool's arguments (a fresh copy: SDKs may change what they get).
+
+    ``strict`` follows OpenAI's strict rules: every property required, nullable where the
+    action may leave it out, ``additionalProperties: false`` on every object, no keyword strict
+    mode refuses, ``metadata`` and ``where`` as JSON text. ``bound_user`` leaves out
+    ``user_id`` (the host supplies it); ``admin`` offers :data:`ADMIN_ACTIONS` too.
+    """
+    properties = {
+        name: copy.deepcopy(schema)
+        for name, schema in _PROPERTIES.items()
+        if not (bound_user and name == "user_id")
+        and (admin or name not in _ACTION_OPTIONAL["evaluate"])
+    }
+    properties["action"]["enum"] = _offered(admin=admin)
+    if not admin:
+        properties["action"]["description"] = _ACTION_HELP
+    schema: dict[str, Any] = {
+        "type": "object",
+        "properties": properties,
+        "required": ["action"],
+        "additionalProperties": False,
+    }
+    if strict:
+        schema = _strict("", schema, nullable=False)
+        schema["properties"]["action"]["description"] += _STRICT_NOTE
+    return schema
+
+
+def _function(*, strict: bool, bound_user: bool, admin: bool) -> tuple[str, str, dict[str, Any]]:
+    description: str = MEMORY_TOOL["description"]
+    return (
+        MEMORY_TOOL["name"],
+        description,
+        tool_parameters(strict=strict, bound_user=bound_user, admin=admin),
+    )
+
+
+@overload
+def openai_tool(
+    *,
+    api: Literal["chat"] = "chat",
+    strict: bool = True,
+    bound_user: bool = False,
+    admin: bool = False,
+) -> ChatCompletionFunctionToolParam: ...
+@overload
+def openai_tool(
+    *,
+    api: Literal["responses"],
+    strict: bool = True,
+    bound_user: bool = False,
+    admin: bool = False,
+) -> FunctionToolParam: ...
+def openai_tool(
+    *,
+    api: Literal["chat", "responses"] = "chat",
+    strict: bool = True,
+    bound_user: bool = False,
+    admin: bool = False,
+) -> ChatCompletionFunctionToolParam | FunctionToolParam:
+    """The memory tool for OpenAI: an item of ``tools=`` for Chat Completions (``api="chat"``,
+    the nested ``{"type": "function", "function": {...}}``) or the Responses API
+    (``api="responses"``, the flat ``{"type": "function", "name": ...}``).
+
+    ``strict`` (the default; the Responses API is strict when told nothing) gives the strict
+    schema of :func:`tool_parameters`; ``strict=False`` the plain one, with ``"strict": false``
+    written out so the Responses API does not make it strict anyway. Pass
+    ``bound_user=True`` when :func:`run_memory_tool` gets ``user_id``, ``admin=True`` to offer
+    the operator actions.
+    """
+    name, description, parameters = _function(strict=strict, bound_user=bound_user, admin=admin)
+    if api == "responses":
+        return {
+            "type": "function",
+            "name": name,
+            "description": description,
+            "parameters": parameters,
+            "strict": strict,
+        }
+    if api != "chat":
+        raise InvalidInputError("api must be 'chat' or 'responses'")
+    return {
+        "type": "function",
+        "function": {
+            "name": name,
+            "description": description,
+            "parameters": parameters,
+            "strict": strict,
+        },
+    }
+
+
+def anthropic_tool(*, bound_user: bool = False, admin: bool = False) -> AnthropicToolParam:
+    """The memory tool for Anthropic's Messages API: an item of ``tools=`` (``input_schema``)."""
+    name, description, parameters = _function(strict=False, bound_user=bound_user, admin=admin)
+    return {"name": name, "description": description, "input_schema": parameters}
+
+
+def _bound(user_id: str | None, admin: bool) -> None:
+    if user_id is not None and admin:
+        raise InvalidInputError(
+            "the operator actions reach every user: they are never offered to a tool bound "
+            "to one user"
+        )
+
+
+def openai_agents_tool(
+    backend: MemoryBackend, *, user_id: str | None = None, admin: bool = False, strict: bool = True
+) -> FunctionTool:
+    """A ready ``agents.FunctionTool`` (OpenAI Agents SDK) running on ``backend``.
+
+    Strict by default, as the SDK is; ``user_id`` binds the tool to one user. Needs
+    ``pip install 'asyncmem[agents]'``.
+    """
+    from agents import FunctionTool
+
+    _bound(user_id, admin)
+    name, description, parameters = _function(
+        strict=strict, bound_user=user_id is not None, admin=admin
+    )
+
+    async def invoke(context: ToolContext[Any], arguments: str) -> str:
+        return await run_memory_tool(backend, arguments, user_id=user_id, admin=admin)
+
+    return FunctionTool(
+        name=name,
+        description=description,
+        params_json_schema=parameters,
+        on_invoke_tool=invoke,
+        strict_json_schema=strict,
+    )
+
+
+def langchain_tool(
+    backend: MemoryBackend, *, user_id: str | None = None, admin: bool = False
+) -> StructuredTool:
+    """A ready LangChain ``StructuredTool`` (async: ``ainvoke``) running on ``backend``.
+
+    Its ``args_schema`` is the plain JSON schema; LangChain's converters make the strict one
+    when asked. Needs ``pip install 'asyncmem[langchain]'``.
+    """
+    from langchain_core.tools import StructuredTool
+
+    _bound(user_id, admin)
+    name, description, parameters = _function(
+        strict=False, bound_user=user_id is not None, admin=admin
+    )
+
+    async def memory(**arguments: Any) -> str:
+        return await run_memory_tool(backend, arguments, user_id=user_id, admin=admin)
+
+    return StructuredTool.from_function(
+        coroutine=memory, name=name, description=description, args_schema=parameters
+    )
+
+
+def pydantic_ai_tool(
+    backend: MemoryBackend, *, user_id: str | None = None, admin: bool = False
+) -> PydanticAITool[Any]:
+    """A ready pydantic-ai ``Tool`` running on ``backend`` (``Agent(..., tools=[...])``).
+
+    Needs ``pip install 'asyncmem[pydantic-ai]'``.
+    """
+    from pydantic_ai import Tool
+
+    _bound(user_id, admin)
+    name, description, parameters = _function(
+        strict=False, bound_user=user_id is not None, admin=admin
+    )
+
+    async def memory(**arguments: Any) -> str:
+        return await run_memory_tool(backend, arguments, user_id=user_id, admin=admin)
+
+    return Tool.from_schema(memory, name=name, description=description, json_schema=parameters)
 
 
 class _ToolError(Exception):
@@ -246,7 +581,7 @@ def _schema_error(
     where = ".".join(str(part) for part in error.absolute_path)
     allowed = action_schema(action)["properties"] if action else _PROPERTIES
     takes = ", ".join(allowed) or "no other arguments"
-    if error.validator == "required":
+    if error.validator == "required" and not where:
         if action is None:
             return f"missing 'action'; use one of: {', '.join(ACTIONS)}"
         missing = [name for name in ACTIONS[action] if name not in args]
@@ -284,13 +619,54 @@ def _parse(arguments: object) -> dict[str, Any]:
             f"arguments must be a JSON object, not {type(arguments).__name__}; "
             'such as {"action": "list", "user_id": "alice"}'
         )
-    return {name: value for name, value in arguments.items() if value is not None}
+    args = {name: value for name, value in arguments.items() if value is not None}
+    for name in _JSON_TEXT:
+        if isinstance(args.get(name), str):
+            decoded = _json_text(name, args.pop(name))
+            if decoded is not None:
+                args[name] = decoded
+    items = args.get("items")
+    if isinstance(items, list):
+        args["items"] = [_strict_item(item) for item in items]
+    return args
 
 
-def _check(args: dict[str, Any], user_id: str | None) -> str:
+def _json_text(name: str, text: str) -> object:
+    """Decode ``metadata`` or ``where`` sent as JSON text (what the strict schema asks for)."""
+    if not text.strip():
+        return None
+    try:
+        decoded: object = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise _ToolError(
+            f"{name!r} is not valid JSON text ({exc.msg} at column {exc.colno}); write a JSON "
+            'object such as \'{"source": "chat"}\''
+        ) from None
+    return decoded
+
+
+def _strict_item(item: object) -> object:
+    """One ``store_many`` item as a strict model writes it: nulls left out, metadata decoded."""
+    if not isinstance(item, Mapping):
+        return item
+    found = {name: value for name, value in item.items() if value is not None}
+    if isinstance(found.get("metadata"), str):
+        decoded = _json_text("metadata", found.pop("metadata"))
+        if decoded is not None:
+            found["metadata"] = decoded
+    return found
+
+
+def _check(args: dict[str, Any], user_id: str | None, admin: bool) -> str:
     """Validate ``args`` in place (the bound user filled in) and return the action."""
     named = args.get("action")
     known = named if isinstance(named, str) and named in ACTIONS else None
+    if known in ADMIN_ACTIONS and (user_id is not None or not admin):
+        why = "a tool bound to one user" if user_id is not None else "this host"
+        offered = ", ".join(_offered(admin=False))
+        raise _ToolError(
+            f"action {known!r} is an operator action, not offered to {why}; use one of: {offered}"
+        )
     if user_id is not None:
         if args.get("user_id", user_id) != user_id:
             raise _ToolError(
@@ -300,10 +676,12 @@ def _check(args: dict[str, Any], user_id: str | None) -> str:
             args["user_id"] = user_id
         else:
             args.pop("user_id", None)
-    error = jsonschema.exceptions.best_match(_VALIDATOR.iter_errors(args))
+    from jsonschema.exceptions import best_match
+
+    error = best_match(_validator(None).iter_errors(args))
     if error is None and known is not None:
         rest = {name: value for name, value in args.items() if name != "action"}
-        error = jsonschema.exceptions.best_match(_ACTION_VALIDATORS[known].iter_errors(rest))
+        error = best_match(_validator(known).iter_errors(rest))
     if error is not None or known is None:
         raise _ToolError(
             _schema_error(error, args, known) if error is not None else "missing 'action'"
@@ -330,7 +708,9 @@ async def _evaluate(backend: MemoryBackend, args: dict[str, Any]) -> dict[str, A
     return {"report": result}
 
 
-async def _dispatch(backend: MemoryBackend, action: str, args: dict[str, Any]) -> dict[str, Any]:
+async def _dispatch(
+    backend: MemoryBackend, action: str, args: dict[str, Any], *, admin: bool
+) -> dict[str, Any]:
     if action == "store":
         entry = await backend.store(
             args["user_id"], args["key"], args["value"], args.get("metadata"), ttl=args.get("ttl")
@@ -388,7 +768,7 @@ async def _dispatch(backend: MemoryBackend, action: str, args: dict[str, Any]) -
             "is_cloud": backend.is_cloud,
             "available": await backend.is_available(),
             "version": asyncmem.__version__,
-            "actions": list(ACTIONS),
+            "actions": _offered(admin=admin),
             "limits": {
                 "id_characters": MAX_ID_LENGTH,
                 "value_bytes": MAX_VALUE_BYTES,
@@ -404,19 +784,26 @@ def _failure(message: str) -> str:
 
 
 async def run_memory_tool(
-    backend: MemoryBackend, arguments: object, *, user_id: str | None = None
+    backend: MemoryBackend,
+    arguments: object,
+    *,
+    user_id: str | None = None,
+    admin: bool = False,
 ) -> str:
-    """Validate a call of :data:`MEMORY_TOOL`, run it on ``backend`` and answer in JSON.
+    """Validate a call of the memory tool, run it on ``backend`` and answer in JSON.
 
-    ``arguments`` is the dict or the raw JSON text the model produced. ``user_id`` binds the
-    tool to one user: calls may leave ``user_id`` out, and calls naming another user fail.
-    Always returns a JSON object with ``success``; never raises for anything the model or the
-    backend did (only cancellation propagates).
+    ``arguments`` is the dict or the raw JSON text the model produced, from any of the shapes
+    (strict ones send null for unused fields and ``metadata``/``where`` as JSON text).
+    ``user_id`` binds the tool to one user: calls may leave ``user_id`` out, calls naming
+    another user fail, and the operator actions are refused. ``admin=True`` (unbound only)
+    allows :data:`ADMIN_ACTIONS`. Always returns a JSON object with ``success``; never raises
+    for anything the model or the backend did (only cancellation propagates).
     """
+    _bound(user_id, admin)
     try:
         args = _parse(arguments)
-        action = _check(args, user_id)
-        result = await _dispatch(backend, action, args)
+        action = _check(args, user_id, admin)
+        result = await _dispatch(backend, action, args, admin=admin and user_id is None)
     except _ToolError as exc:
         return _failure(str(exc))
     except InvalidInputError as exc:

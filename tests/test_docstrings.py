@@ -20,6 +20,8 @@ DOCUMENTED = [
     PACKAGE / "sql" / "migrate.py",
     *sorted((PACKAGE / "evaluation").glob("*.py")),
 ]
+
+
 def test_every_protocol_method_has_a_docstring() -> None:
     members = [
         name

@@ -11,8 +11,9 @@ from typing import Any
 import jsonschema
 import pytest
 
-from asyncmem import MemoryBackend, NullBackend, SQLBackend
-from asyncmem.tool import ACTIONS, MEMORY_TOOL, action_schema, run_memory_tool
+from asyncmem import InvalidInputError, MemoryBackend, NullBackend, SQLBackend
+from asyncmem.backend import MAX_LIMIT
+from asyncmem.tool import ACTIONS, ADMIN_ACTIONS, MEMORY_TOOL, action_schema, run_memory_tool
 
 ACTION_METHODS = {
     "store": "store",
@@ -96,7 +97,9 @@ async def test_every_action_on_every_backend_answers_json(backend: MemoryBackend
     info = await call(backend, {"action": "info"})
     assert info["backend"] == backend.backend_name
     assert info["is_cloud"] is backend.is_cloud
-    assert info["actions"] == list(ACTIONS)
+    assert info["actions"] == [action for action in ACTIONS if action not in ADMIN_ACTIONS]
+    admin = await call(backend, {"action": "info"}, admin=True)
+    assert admin["actions"] == list(ACTIONS)
 
 
 async def test_store_retrieve_query_list_delete_forget(store: MemoryBackend) -> None:
@@ -188,7 +191,9 @@ async def test_query_limit_defaults_small_and_is_honoured(store: MemoryBackend) 
         ({"action": "store", "user_id": "a", "key": "k", "value": "v\x00"}, "NUL"),
         ({"action": "store", "user_id": "a", "key": "x" * 300, "value": "v"}, "'key'"),
         ({"action": "info", 1: "one"}, "unexpected argument 1"),
-        ({"action": "evaluate", "size": 100_000}, "maximum of 2000"),
+        ({"action": "evaluate", "size": 100_000}, "operator action"),
+        ({"action": "purge"}, "operator action, not offered to this host"),
+        ({"action": "query", "user_id": "a", "text": "x", "limit": 1001}, "maximum of 1000"),
         (
             '{"action": "store", "user_id": "a", "key": "k", "value": "v", "metadata": {"x": NaN}}',
             "finite",
@@ -293,7 +298,7 @@ async def test_backend_failures_become_answers(tmp_path: Any) -> None:
 async def test_evaluate_runs_or_says_it_is_unavailable(tmp_path: Any) -> None:
     async with SQLBackend(f"sqlite:///{tmp_path / 'memory.db'}") as store:
         await store.store("alice", "pet", "a grey cat")
-        answer = await call(store, {"action": "evaluate", "size": 20, "repetitions": 5})
+        answer = await call(store, {"action": "evaluate", "size": 20, "repetitions": 5}, admin=True)
         if importlib.util.find_spec("asyncmem.evaluation") is None:
             assert answer == {
                 "success": False,
@@ -331,7 +336,7 @@ async def test_filters_expiry_history_and_batches(store: MemoryBackend) -> None:
     )
     assert short["expires_at"] > short["updated_at"]
     await asyncio.sleep(0.1)
-    assert (await call(store, {"action": "purge"}))["purged_count"] >= 1
+    assert (await call(store, {"action": "purge"}, admin=True))["purged_count"] >= 1
     deleted = await call(
         store, {"action": "delete_many", "user_id": "alice", "keys": ["pet", "job", "nope"]}
     )
@@ -339,3 +344,27 @@ async def test_filters_expiry_history_and_batches(store: MemoryBackend) -> None:
     bad = await call(store, {"action": "list", "user_id": "alice", "where": {"a": {"$regex": 1}}})
     assert bad["success"] is False
     assert "$regex" in bad["error"]
+
+
+async def test_operator_actions_need_the_flag_and_never_reach_a_bound_user(
+    store: MemoryBackend,
+) -> None:
+    await store.store("bob", "old", "bob's expiring note", ttl=0.01)
+    await asyncio.sleep(0.05)
+    for arguments in ({"action": "purge"}, {"action": "evaluate", "size": 1, "repetitions": 1}):
+        answer = await call(store, arguments)
+        assert answer["success"] is False
+        assert "operator action" in answer["error"]
+        bound = await call(store, arguments, user_id="alice")
+        assert bound["success"] is False
+        assert "bound to one user" in bound["error"]
+    with pytest.raises(InvalidInputError, match="bound to one user"):
+        await run_memory_tool(store, {"action": "purge"}, user_id="alice", admin=True)
+    assert (await call(store, {"action": "purge"}, admin=True))["purged_count"] >= 1
+
+
+def test_limit_bounds_are_the_runtime_ones() -> None:
+    """One truth: the schema's ``limit`` maximum is what the backends accept."""
+    assert MEMORY_TOOL["parameters"]["properties"]["limit"]["maximum"] == MAX_LIMIT
+    for action in ("query", "history", "list"):
+        assert action_schema(action)["properties"]["limit"]["maximum"] == MAX_LIMIT
