@@ -603,6 +603,8 @@ def _parse(arguments: object) -> dict[str, Any]:
             raise _ToolError('no arguments: send a JSON object such as {"action": "info"}')
         try:
             arguments = json.loads(arguments)
+        except RecursionError:
+            raise _ToolError(_TOO_DEEP) from None
         except (json.JSONDecodeError, UnicodeDecodeError) as exc:
             detail = exc.msg if isinstance(exc, json.JSONDecodeError) else "not UTF-8"
             where = (
@@ -619,16 +621,39 @@ def _parse(arguments: object) -> dict[str, Any]:
             f"arguments must be a JSON object, not {type(arguments).__name__}; "
             'such as {"action": "list", "user_id": "alice"}'
         )
+    _check_depth(arguments)
     args = {name: value for name, value in arguments.items() if value is not None}
     for name in _JSON_TEXT:
         if isinstance(args.get(name), str):
             decoded = _json_text(name, args.pop(name))
             if decoded is not None:
+                _check_depth(decoded)
                 args[name] = decoded
     items = args.get("items")
     if isinstance(items, list):
         args["items"] = [_strict_item(item) for item in items]
     return args
+
+
+_MAX_DEPTH = 100
+"""Deepest nesting of the arguments (metadata itself may nest 64 levels inside them)."""
+_TOO_DEEP = f"arguments are nested more than {_MAX_DEPTH} levels deep"
+
+
+def _check_depth(value: object) -> None:
+    """Refuse arguments nested deeper than :data:`_MAX_DEPTH` (without recursing)."""
+    level: list[object] = [value]
+    for _ in range(_MAX_DEPTH + 1):
+        inner: list[object] = []
+        for node in level:
+            if isinstance(node, Mapping):
+                inner.extend(node.values())
+            elif isinstance(node, list | tuple):
+                inner.extend(node)
+        if not inner:
+            return
+        level = inner
+    raise _ToolError(_TOO_DEEP)
 
 
 def _json_text(name: str, text: str) -> object:
@@ -637,6 +662,8 @@ def _json_text(name: str, text: str) -> object:
         return None
     try:
         decoded: object = json.loads(text)
+    except RecursionError:
+        raise _ToolError(f"{name!r} is nested too deeply") from None
     except json.JSONDecodeError as exc:
         raise _ToolError(
             f"{name!r} is not valid JSON text ({exc.msg} at column {exc.colno}); write a JSON "

@@ -6,6 +6,8 @@ import asyncio
 import importlib.util
 import inspect
 import json
+import logging
+from pathlib import Path
 from typing import Any
 
 import jsonschema
@@ -368,3 +370,29 @@ def test_limit_bounds_are_the_runtime_ones() -> None:
     assert MEMORY_TOOL["parameters"]["properties"]["limit"]["maximum"] == MAX_LIMIT
     for action in ("query", "history", "list"):
         assert action_schema(action)["properties"]["limit"]["maximum"] == MAX_LIMIT
+
+
+@pytest.mark.parametrize("form", ["text", "dict", "metadata text"])
+async def test_arguments_nested_too_deeply_are_a_typed_failure(
+    tmp_path: Path, form: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    deep: object = 1
+    for _ in range(5000):
+        deep = {"a": deep}
+    call: dict[str, object] = {"action": "store", "user_id": "alice", "key": "k", "value": "v"}
+    arguments: object
+    if form == "text":
+        arguments = '{"action": "store", "user_id": "alice", "key": "k", "value": "v", '
+        arguments += '"metadata": ' + '{"a": ' * 100_000 + "1" + "}" * 100_000 + "}"
+    elif form == "dict":
+        arguments = {**call, "metadata": deep}
+    else:
+        arguments = {**call, "metadata": '{"a": ' * 100_000 + "1" + "}" * 100_000}
+    async with SQLBackend(f"sqlite:///{tmp_path / 'memory.db'}") as backend:
+        with caplog.at_level(logging.WARNING):
+            answer = json.loads(await run_memory_tool(backend, arguments))
+        assert answer["success"] is False
+        assert "nested" in answer["error"]
+        assert "internal error" not in answer["error"]
+        assert caplog.records == []
+        assert await backend.retrieve("alice", "k") is None
