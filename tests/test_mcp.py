@@ -70,6 +70,7 @@ async def test_operator_tools_only_with_admin_and_never_for_one_user(
 ) -> None:
     """In process: the same server object the stdio and HTTP transports serve."""
     await sql_store.store("bob", "note", "expires soon", ttl=0.01)
+    await asyncio.sleep(0.05)  # expired before any purge below, however fast the client is
     async with Client(make_server(sql_store)) as client:
         names = {tool.name for tool in (await client.list_tools()).tools}
         assert not names & {TOOL_PREFIX + action for action in ADMIN_ACTIONS}

@@ -6,12 +6,17 @@ placeholders and ``positiontup`` giving their order.
 
 from __future__ import annotations
 
+import json
 import re
+import subprocess
+import sys
 import time
+from pathlib import Path
 
 import pytest
 
 from asyncmem import SQLBackend
+from asyncmem.sql.compiled import COMPILED_FILE, as_json, load_statements
 from asyncmem.sql.search import MAX_TERMS, fts5_expression, query_terms, tsquery_expression
 from asyncmem.sql.statements import statements_for
 
@@ -187,3 +192,36 @@ async def test_rows_have_the_columns_their_statements_declare(sql_store: SQLBack
 
 def _match(backend: SQLBackend) -> str:
     return fts5_expression(["cat"]) if backend.dialect == "sqlite" else tsquery_expression(["cat"])
+
+
+def test_the_shipped_compiled_statements_are_todays() -> None:
+    """``compiled.json`` is what compiling the statements gives now: after changing a
+    statement, run ``python -m asyncmem.sql.statements``."""
+    shipped = json.loads(COMPILED_FILE.read_text(encoding="utf-8"))
+    for dialect in ("sqlite", "postgresql"):
+        assert shipped[dialect] == as_json(statements_for(dialect)), dialect
+        assert load_statements(dialect) == statements_for(dialect)
+
+
+def test_opening_a_store_at_head_needs_no_sqlalchemy(tmp_path: Path) -> None:
+    """A process that opens an existing SQLite store, stores, queries and deletes (turns
+    included) never imports SQLAlchemy or Alembic: that is most of a cold start."""
+    url = f"sqlite:///{tmp_path / 'memory.db'}"
+    script = f"""
+import asyncio, sys
+from asyncmem import SQLBackend
+async def main():
+    async with SQLBackend({url!r}) as backend:
+        await backend.store("alice", "t0", "a turn about cats", {{"session": "s"}})
+        await backend.store("alice", "fact", "a grey cat")
+        assert [hit.key for hit in await backend.query("alice", "grey cat")][0] == "fact"
+        assert await backend.delete("alice", "t0")
+        await backend.forget_user("alice")
+asyncio.run(main())
+print(sorted(name for name in ("sqlalchemy", "alembic") if name in sys.modules))
+"""
+    run = [sys.executable, "-c", script]
+    first = subprocess.run(run, capture_output=True, text=True, check=True, timeout=120)
+    assert first.stdout.strip() == "['alembic', 'sqlalchemy']"  # a new file is migrated
+    again = subprocess.run(run, capture_output=True, text=True, check=True, timeout=120)
+    assert again.stdout.strip() == "[]"

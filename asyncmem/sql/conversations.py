@@ -19,9 +19,9 @@ from collections.abc import Collection, Iterable, Sequence
 from typing import Any
 
 from asyncmem.sql import search
+from asyncmem.sql.compiled import Statements
 from asyncmem.sql.drivers import Row, Transaction
 from asyncmem.sql.search import neighbour_contexts
-from asyncmem.sql.statements import Statements
 
 __all__ = [
     "Change",

@@ -15,14 +15,13 @@ import itertools
 import logging
 import os
 import sqlite3
+import sys
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterator, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager, contextmanager
 from pathlib import Path
-from typing import Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 import aiosqlite
-from sqlalchemy import exc as sa_exc
-from sqlalchemy.engine import URL
 
 from asyncmem.errors import (
     AsyncmemError,
@@ -32,7 +31,10 @@ from asyncmem.errors import (
     InvalidInputError,
     SchemaError,
 )
-from asyncmem.sql.statements import SQL
+from asyncmem.sql.compiled import SQL
+
+if TYPE_CHECKING:
+    from sqlalchemy.engine import URL
 
 __all__ = [
     "Driver",
@@ -84,7 +86,9 @@ def _sqlstate(error: BaseException | None) -> str:
 
 def _classify(error: BaseException) -> tuple[str, type[AsyncmemError]] | None:
     """A message free of SQL and values, and the error class it calls for."""
-    if isinstance(error, sa_exc.DBAPIError) and error.orig is not None:
+    # SQLAlchemy's errors (from migrations) are checked only if SQLAlchemy is loaded at all.
+    sa_exc = sys.modules.get("sqlalchemy.exc")
+    if sa_exc is not None and isinstance(error, sa_exc.DBAPIError) and error.orig is not None:
         return _classify(error.orig) or ("database error", BackendError)
     if isinstance(error, sqlite3.Error):
         name = getattr(error, "sqlite_errorname", "SQLITE_ERROR")
@@ -105,7 +109,7 @@ def _classify(error: BaseException) -> tuple[str, type[AsyncmemError]] | None:
     if module.startswith("asyncpg"):
         # InterfaceError and friends: the connection is closed or was lost.
         return f"the database connection failed ({type(error).__name__})", BackendUnavailableError
-    if isinstance(error, sa_exc.SQLAlchemyError):
+    if sa_exc is not None and isinstance(error, sa_exc.SQLAlchemyError):
         return f"database error ({type(error).__name__})", BackendError
     return None
 

@@ -2,22 +2,17 @@
 
 from __future__ import annotations
 
-import contextlib
-import os
-import sqlite3
-import stat
-import time
 from pathlib import Path
 from typing import Any
 
-import platformdirs
 from sqlalchemy import event
 from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import ArgumentError
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 from sqlalchemy.pool import NullPool
 
-from asyncmem.errors import BackendUnavailableError, InvalidInputError
+from asyncmem.errors import InvalidInputError
+from asyncmem.sql.files import check_private_file, default_path, prepare_sqlite_file
 
 __all__ = [
     "BEGIN_OPTION",
@@ -38,11 +33,6 @@ for single-statement reads that need no explicit transaction."""
 _DRIVERS = {"sqlite": "sqlite+aiosqlite", "postgresql": "postgresql+asyncpg"}
 _BEGIN_MODES = frozenset({"DEFERRED", "IMMEDIATE", "EXCLUSIVE"})
 _LOCAL_HOSTS = {None, "", "localhost", "127.0.0.1", "::1"}
-
-
-def default_path() -> Path:
-    """The embedded store's file: ``memory.db`` in the platform's user data directory."""
-    return platformdirs.user_data_path("asyncmem", appauthor=False) / "memory.db"
 
 
 def default_url() -> URL:
@@ -85,72 +75,6 @@ def is_local(url: URL) -> bool:
         or url.host in _LOCAL_HOSTS
         or (url.host or "").startswith("/")
     )
-
-
-def _make_private_dirs(directory: Path) -> None:
-    """Create ``directory`` and each missing parent with mode 0700 (never the umask's)."""
-    missing: list[Path] = []
-    while not directory.exists():
-        missing.append(directory)
-        if directory.parent == directory:
-            break
-        directory = directory.parent
-    for new in reversed(missing):
-        try:
-            os.mkdir(new, 0o700)
-        except FileExistsError:
-            continue
-        os.chmod(new, 0o700)
-
-
-def check_private_file(path: Path) -> None:
-    """Refuse a database file that another user owns or that others may write to.
-
-    Such a file can be changed under the store by someone else, or was never this user's:
-    either way its memories are not private. Raises
-    :class:`~asyncmem.errors.BackendUnavailableError`.
-    """
-    found = os.stat(path)
-    if found.st_uid != os.geteuid():
-        raise BackendUnavailableError(
-            "the database file is owned by another user; open it as its owner, or pass "
-            "allow_shared_file=True if that is intended"
-        )
-    if found.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
-        raise BackendUnavailableError(
-            "the database file is writable by other users (chmod 600 it), or pass "
-            "allow_shared_file=True if that is intended"
-        )
-
-
-def prepare_sqlite_file(
-    path: Path, busy_timeout: float = 5.0, *, allow_shared_file: bool = False
-) -> None:
-    """Create the directories (0700) and the database file (0600) if needed; put it in WAL
-    mode. An existing file must be this user's and writable by no one else
-    (:func:`check_private_file`) unless ``allow_shared_file``.
-
-    Switching a file to WAL takes its exclusive lock without the busy timeout: SQLite fails
-    it at once while another connection reads the file, so stores opening a new file
-    together failed now and then (3 runs in 40 of six at once). Here the switch is retried
-    until ``busy_timeout``; once the file is in WAL mode every connection opens it so
-    without that lock. Blocking: call it in a thread.
-    """
-    _make_private_dirs(path.parent)
-    fd = os.open(path, os.O_CREAT | os.O_RDWR, 0o600)
-    os.close(fd)
-    if not allow_shared_file:
-        check_private_file(path)
-    deadline = time.monotonic() + busy_timeout
-    while True:
-        try:
-            with contextlib.closing(sqlite3.connect(path, timeout=busy_timeout)) as connection:
-                connection.execute("PRAGMA journal_mode = WAL")
-            return
-        except sqlite3.OperationalError as exc:
-            if "locked" not in str(exc) or time.monotonic() >= deadline:
-                raise
-            time.sleep(0.005)
 
 
 def make_engine(

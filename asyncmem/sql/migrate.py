@@ -22,6 +22,7 @@ from sqlalchemy.engine import URL
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from asyncmem.errors import SchemaError
+from asyncmem.sql.compiled import HEAD
 from asyncmem.sql.engine import BEGIN_OPTION, make_engine, prepare_sqlite_file, sqlite_path
 
 if TYPE_CHECKING:
@@ -41,10 +42,6 @@ __all__ = [
 ]
 
 _PG_LOCK_KEY = 0x6173796E636D656D  # "asyncmem": serialises concurrent migrations on PostgreSQL
-
-HEAD = "0005_cjk_words"
-"""The newest shipped revision, so that opening a store at head needs no Alembic import
-(~150 ms of a CLI call); ``tests/test_migrations.py`` checks it against the scripts."""
 
 
 def migrations_dir() -> Path:

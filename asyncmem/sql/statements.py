@@ -11,9 +11,8 @@ while the ORM model stays the schema's single source.
 from __future__ import annotations
 
 import functools
+import json
 import typing
-from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import (
@@ -52,6 +51,7 @@ from sqlalchemy.sql.compiler import SQLCompiler
 from sqlalchemy.sql.expression import ColumnClause, ColumnElement
 
 from asyncmem.sql import filters, search
+from asyncmem.sql.compiled import COMPILED_FILE, IMPORT_FIELDS, SQL, Statements, as_json
 from asyncmem.sql.models import FTS_TABLE, TSVECTOR_COLUMN, Memory, MemoryVersion, Setting
 
 __all__ = [
@@ -61,20 +61,6 @@ __all__ = [
     "filtered_statement",
     "statements_for",
 ]
-
-
-@dataclass(frozen=True, slots=True)
-class SQL:
-    """A compiled statement: its text, how to order named values into driver arguments, and
-    the names of the columns its rows have (callers read rows by these names)."""
-
-    text: str
-    names: tuple[str, ...]
-    defaults: Mapping[str, Any]
-    columns: tuple[str, ...] = ()
-
-    def args(self, **values: Any) -> tuple[Any, ...]:
-        return tuple(values[name] if name in values else self.defaults[name] for name in self.names)
 
 
 def compile_sql(statement: ClauseElement, dialect: Dialect) -> SQL:
@@ -88,37 +74,6 @@ def compile_sql(statement: ClauseElement, dialect: Dialect) -> SQL:
     exported = getattr(statement, "exported_columns", None)
     columns = tuple(str(c.key) for c in exported) if exported is not None else ()
     return SQL(str(compiled), names, defaults, columns)
-
-
-@dataclass(frozen=True, slots=True)
-class Statements:
-    upsert: SQL
-    upsert_plain: SQL
-    upsert_many: SQL
-    retrieve: SQL
-    query: SQL
-    list_keys: SQL
-    delete: SQL
-    delete_plain: SQL
-    delete_many: SQL
-    forget_user: SQL
-    history: SQL
-    clock: SQL
-    expired_turn_users: SQL
-    purge_expired: SQL
-    purge_expired_turns: SQL
-    purge_expired_versions: SQL
-    set_setting: SQL
-    fts_optimize: SQL
-    ping: SQL
-    turns_tail: SQL
-    turns_before: SQL
-    turns_from: SQL
-    turns_all: SQL
-    set_context: SQL
-    set_session: SQL
-    clear_session: SQL
-    lock_user: SQL | None
 
 
 def _entry_columns() -> tuple[Any, ...]:
@@ -590,6 +545,7 @@ def statements_for(dialect_name: str) -> Statements:
             else text("SELECT 1")
         ),
         ping=sql(text("SELECT 1")),
+        revision=sql(text("SELECT version_num FROM alembic_version")),
         turns_tail=sql(select(*turn).where(*same).order_by(Memory.id.desc()).limit(reach)),
         turns_before=sql(
             select(*turn)
@@ -630,3 +586,40 @@ def statements_for(dialect_name: str) -> Statements:
             else None
         ),
     )
+
+
+@functools.lru_cache(maxsize=8)
+def import_statement(dialect_name: str, count: int) -> SQL:
+    """One statement upserting ``count`` memories with the timestamps given, in that order.
+
+    Like every upsert it leaves ``session`` and ``context`` of an existing row alone and
+    returns the session the row had (see ``_on_conflict`` in :mod:`asyncmem.sql.statements`).
+    """
+    values: list[dict[str, Any]] = [
+        {name: bindparam(f"{name}_{n}") for name in IMPORT_FIELDS} for n in range(count)
+    ]
+    insert = (sqlite.insert if dialect_name == "sqlite" else postgresql.insert)(Memory)
+    statement = insert.values(values)
+    upsert = statement.on_conflict_do_update(
+        index_elements=[Memory.user_id, Memory.key],
+        set_={
+            Memory.value: statement.excluded.value,
+            Memory.metadata_: statement.excluded["metadata"],
+            Memory.created_at: statement.excluded.created_at,
+            Memory.updated_at: statement.excluded.updated_at,
+            Memory.expires_at: statement.excluded.expires_at,
+            Memory.facets: statement.excluded.facets,
+        },
+    ).returning(Memory.user_id, Memory.key, Memory.id, Memory.session)
+    return compile_sql(upsert, _DIALECTS[dialect_name])
+
+
+def write_compiled() -> None:
+    """Write :data:`~asyncmem.sql.compiled.COMPILED_FILE` from a fresh compilation."""
+    data = {name: as_json(statements_for(name)) for name in sorted(_DIALECTS)}
+    text = json.dumps(data, indent=1, sort_keys=True, ensure_ascii=False) + "\n"
+    COMPILED_FILE.write_text(text, encoding="utf-8")
+
+
+if __name__ == "__main__":
+    write_compiled()

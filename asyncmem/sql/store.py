@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
-import functools
 import json
 import re
 import time
@@ -17,11 +17,7 @@ from collections.abc import (
     Mapping,
     Sequence,
 )
-from typing import Any, TypeVar
-
-from sqlalchemy import bindparam
-from sqlalchemy.dialects import postgresql, sqlite
-from sqlalchemy.engine import URL
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from asyncmem.backend import (
     MAX_LIMIT,
@@ -45,7 +41,8 @@ from asyncmem.backend import (
     metadata_json,
 )
 from asyncmem.errors import AsyncmemError, InvalidInputError
-from asyncmem.sql import conversations, filters, migrate, search
+from asyncmem.sql import conversations, search
+from asyncmem.sql.compiled import HEAD, IMPORT_FIELDS, SQL, Statements, load_statements
 from asyncmem.sql.drivers import (
     Driver,
     PostgresDriver,
@@ -54,12 +51,7 @@ from asyncmem.sql.drivers import (
     Transaction,
     translate_errors,
 )
-from asyncmem.sql.engine import (
-    is_local,
-    normalize_url,
-    sqlite_path,
-)
-from asyncmem.sql.models import Memory
+from asyncmem.sql.files import parse_url, prepare_sqlite_file
 from asyncmem.sql.search import (
     candidate_count,
     facets_of,
@@ -69,14 +61,9 @@ from asyncmem.sql.search import (
     session_of,
     tsquery_expression,
 )
-from asyncmem.sql.statements import (
-    _DIALECTS,
-    SQL,
-    Statements,
-    compile_sql,
-    filtered_statement,
-    statements_for,
-)
+
+if TYPE_CHECKING:
+    from sqlalchemy.engine import URL
 
 __all__ = ["SQLBackend"]
 
@@ -194,9 +181,9 @@ class SQLBackend(BackendBase):
         ):
             raise InvalidInputError(f"max_versions must be an int from 1 to {MAX_LIMIT}")
         self.max_versions = max_versions
-        self._url = normalize_url(url)
-        self.dialect = self._url.get_backend_name()
-        if self.dialect == "sqlite" and sqlite_path(self._url) is None:
+        self._url = parse_url(url)
+        self.dialect = self._url.dialect
+        if self.dialect == "sqlite" and self._url.path is None:
             raise InvalidInputError(
                 "in-memory SQLite is not supported: give a file path (a temporary directory "
                 "works), or use the null backend"
@@ -208,42 +195,84 @@ class SQLBackend(BackendBase):
             )
         self.schema = schema
         self.backend_name = f"sql ({self.dialect})"
-        self.is_cloud = not is_local(self._url)
+        self.is_cloud = not self._url.local
         self.auto_migrate = self.dialect == "sqlite" if auto_migrate is None else auto_migrate
         busy_timeout = check_seconds("busy_timeout", busy_timeout)
         timeout = check_seconds("timeout", timeout, low=0.001)
         self._busy_timeout = busy_timeout
         self._timeout = timeout
         self._allow_shared_file = allow_shared_file
-        self._sql: Statements = statements_for(self.dialect)
+        self._sql: Statements = load_statements(self.dialect)
         self._driver: Driver
         if self.dialect == "sqlite":
-            self._driver = SQLiteDriver(
-                sqlite_path(self._url), busy_timeout=busy_timeout, readers=readers
-            )
+            self._driver = SQLiteDriver(self._url.path, busy_timeout=busy_timeout, readers=readers)
         else:
             self._driver = PostgresDriver(
-                self._url, pool_size=pool_size, timeout=timeout, schema=schema
+                self._url.sqlalchemy(), pool_size=pool_size, timeout=timeout, schema=schema
             )
         self._last_time = 0.0
 
     @property
     def url(self) -> str:
         """The database URL with any password masked."""
-        return self._url.render_as_string(hide_password=True)
+        return self._url.shown
 
     @property
     def path(self) -> str | None:
         """The SQLite database file, or ``None`` for a server."""
-        found = sqlite_path(self._url)
+        found = self._url.path
         return None if found is None else str(found)
 
     def __repr__(self) -> str:
         return f"SQLBackend({self.url!r})"
 
     async def _open(self) -> None:
+        """Open the connections; check the schema's revision, migrating if need be.
+
+        A SQLite file already at the head revision opens with the driver alone: its revision
+        is read with the store's own connections, and neither SQLAlchemy's engine nor Alembic
+        is imported. Anything else (a new file, an older or newer schema, PostgreSQL) goes
+        through :func:`~asyncmem.sql.migrate.ensure_schema`.
+        """
+        path = self._url.path
+        if path is not None:
+            with translate_errors("open"):
+                await asyncio.to_thread(
+                    prepare_sqlite_file,
+                    path,
+                    self._busy_timeout,
+                    allow_shared_file=self._allow_shared_file,
+                )
+                await self._driver.open()
+            if not await self._at_head():
+                await self._driver.close()
+                await self._migrate()
+                with translate_errors("open"):
+                    await self._driver.open()
+        else:
+            await self._migrate()
+            with translate_errors("open"):
+                await self._driver.open()
+        with translate_errors("open"):
+            if self.max_versions is not None:
+                setting = self._sql.set_setting
+                await self._driver.execute(
+                    setting, setting.args(name="max_versions", value=self.max_versions)
+                )
+
+    async def _at_head(self) -> bool:
+        """Whether the database's schema is at this code's head revision (read directly)."""
+        try:
+            rows = await self._driver.fetch(self._sql.revision, ())
+        except Exception:
+            return False
+        return [row["version_num"] for row in rows] == [HEAD]
+
+    async def _migrate(self) -> None:
+        from asyncmem.sql import migrate
+
         async with migrate.migration_engine(
-            self._url,
+            self._url.sqlalchemy(),
             operation="open",
             busy_timeout=self._busy_timeout,
             server_timeout=self._timeout,
@@ -251,13 +280,6 @@ class SQLBackend(BackendBase):
             allow_shared_file=self._allow_shared_file,
         ) as engine:
             await migrate.ensure_schema(engine, auto_migrate=self.auto_migrate, schema=self.schema)
-        with translate_errors("open"):
-            await self._driver.open()
-            if self.max_versions is not None:
-                setting = self._sql.set_setting
-                await self._driver.execute(
-                    setting, setting.args(name="max_versions", value=self.max_versions)
-                )
 
     async def _close(self) -> None:
         await self._driver.close()
@@ -315,6 +337,9 @@ class SQLBackend(BackendBase):
         """The statement for a ``where`` filter's shape (compiled once) and its bound values."""
         if not where and one_user and kind != "scan" and not terms:
             return getattr(self._sql, kind), {}
+        from asyncmem.sql import filters
+        from asyncmem.sql.statements import filtered_statement
+
         sql = filtered_statement(self.dialect, kind, filters.shape_of(where), one_user, terms)
         return sql, filters.values(where, self.dialect)
 
@@ -708,13 +733,15 @@ class SQLBackend(BackendBase):
                 session_of(clean),
                 facets_of(clean, entry.value),
             )
-            rows[(user_id, key)] = dict(zip(_IMPORT_FIELDS, fields, strict=True))
+            rows[(user_id, key)] = dict(zip(IMPORT_FIELDS, fields, strict=True))
         if len(rows) > MAX_IMPORT_BATCH:
             raise InvalidInputError(f"import at most {MAX_IMPORT_BATCH} memories a call")
         if not rows:
             await self._ready()
             return 0
-        sql = _import_sql(self.dialect, len(rows))
+        from asyncmem.sql.statements import import_statement
+
+        sql = import_statement(self.dialect, len(rows))
         named = {
             f"{field}_{n}": value
             for n, row in enumerate(rows.values())
@@ -734,42 +761,5 @@ class SQLBackend(BackendBase):
         return len(rows)
 
 
-_IMPORT_FIELDS = (
-    "user_id",
-    "key",
-    "value",
-    "metadata_",
-    "created_at",
-    "updated_at",
-    "expires_at",
-    "session",
-    "facets",
-)
 MAX_IMPORT_BATCH = 1000
 """Most memories one :meth:`SQLBackend.import_entries` call takes (one statement's worth)."""
-
-
-@functools.lru_cache(maxsize=8)
-def _import_sql(dialect_name: str, count: int) -> SQL:
-    """One statement upserting ``count`` memories with the timestamps given, in that order.
-
-    Like every upsert it leaves ``session`` and ``context`` of an existing row alone and
-    returns the session the row had (see ``_on_conflict`` in :mod:`asyncmem.sql.statements`).
-    """
-    values: list[dict[str, Any]] = [
-        {name: bindparam(f"{name}_{n}") for name in _IMPORT_FIELDS} for n in range(count)
-    ]
-    insert = (sqlite.insert if dialect_name == "sqlite" else postgresql.insert)(Memory)
-    statement = insert.values(values)
-    upsert = statement.on_conflict_do_update(
-        index_elements=[Memory.user_id, Memory.key],
-        set_={
-            Memory.value: statement.excluded.value,
-            Memory.metadata_: statement.excluded["metadata"],
-            Memory.created_at: statement.excluded.created_at,
-            Memory.updated_at: statement.excluded.updated_at,
-            Memory.expires_at: statement.excluded.expires_at,
-            Memory.facets: statement.excluded.facets,
-        },
-    ).returning(Memory.user_id, Memory.key, Memory.id, Memory.session)
-    return compile_sql(upsert, _DIALECTS[dialect_name])
