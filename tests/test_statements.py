@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from asyncmem import SQLBackend
-from asyncmem.sql.compiled import COMPILED_FILE, as_json, load_statements
+from asyncmem.sql.compiled import COMPILED_FILE, as_json, compiled_for, load_statements
 from asyncmem.sql.search import MAX_TERMS, fts5_expression, query_terms, tsquery_expression
 from asyncmem.sql.statements import statements_for
 
@@ -198,6 +198,7 @@ def test_the_shipped_compiled_statements_are_todays() -> None:
     """``compiled.json`` is what compiling the statements gives now: after changing a
     statement, run ``python -m asyncmem.sql.statements``."""
     shipped = json.loads(COMPILED_FILE.read_text(encoding="utf-8"))
+    assert shipped["compiled_for"] == compiled_for()
     for dialect in ("sqlite", "postgresql"):
         assert shipped[dialect] == as_json(statements_for(dialect)), dialect
         assert load_statements(dialect) == statements_for(dialect)

@@ -19,7 +19,15 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
-__all__ = ["COMPILED_FILE", "HEAD", "IMPORT_FIELDS", "SQL", "Statements", "load_statements"]
+__all__ = [
+    "COMPILED_FILE",
+    "HEAD",
+    "IMPORT_FIELDS",
+    "SQL",
+    "Statements",
+    "compiled_for",
+    "load_statements",
+]
 
 HEAD = "0005_cjk_words"
 """The Alembic revision this code's schema is at (a test checks it against the scripts)."""
@@ -117,14 +125,43 @@ def _from_json(data: Mapping[str, Any]) -> Statements:
     return Statements(**loaded)
 
 
+def compiled_for() -> dict[str, Any]:
+    """The ranking constants the statements' text depends on (:mod:`asyncmem.sql.search`):
+    the shipped file is used only while they are what it was compiled with."""
+    from asyncmem.sql import search
+
+    return {
+        "bm25_weights": list(search.bm25_weights()),
+        "ts_rank_weights": search.ts_rank_weights(),
+        "bm25": [search.BM25_K1, search.BM25_B, search.BM25_POOL],
+        "reach": [search.CONTEXT_BEFORE, search.CONTEXT_AFTER],
+        "head": HEAD,
+    }
+
+
 @functools.cache
+def _shipped() -> dict[str, Any] | None:
+    try:
+        data: dict[str, Any] = json.loads(COMPILED_FILE.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return data
+
+
 def load_statements(dialect_name: str) -> Statements:
     """The fixed statements of ``dialect_name``: from ``compiled.json``, or compiled now if
-    the file is missing or does not hold this version's statements."""
-    try:
-        data = json.loads(COMPILED_FILE.read_text(encoding="utf-8"))
-        return _from_json(data[dialect_name])
-    except (OSError, ValueError, KeyError, TypeError):
-        from asyncmem.sql.statements import statements_for
+    the file is missing or was compiled with other ranking constants (a benchmark trying
+    other values sets them before it opens a store)."""
+    shipped = _shipped()
+    if shipped is not None and shipped.get("compiled_for") == compiled_for():
+        return _loaded(dialect_name)
+    from asyncmem.sql.statements import statements_for
 
-        return statements_for(dialect_name)
+    return statements_for(dialect_name)
+
+
+@functools.cache
+def _loaded(dialect_name: str) -> Statements:
+    shipped = _shipped()
+    assert shipped is not None
+    return _from_json(shipped[dialect_name])

@@ -51,7 +51,14 @@ from sqlalchemy.sql.compiler import SQLCompiler
 from sqlalchemy.sql.expression import ColumnClause, ColumnElement
 
 from asyncmem.sql import filters, search
-from asyncmem.sql.compiled import COMPILED_FILE, IMPORT_FIELDS, SQL, Statements, as_json
+from asyncmem.sql.compiled import (
+    COMPILED_FILE,
+    IMPORT_FIELDS,
+    SQL,
+    Statements,
+    as_json,
+    compiled_for,
+)
 from asyncmem.sql.models import FTS_TABLE, TSVECTOR_COLUMN, Memory, MemoryVersion, Setting
 
 __all__ = [
@@ -616,7 +623,8 @@ def import_statement(dialect_name: str, count: int) -> SQL:
 
 def write_compiled() -> None:
     """Write :data:`~asyncmem.sql.compiled.COMPILED_FILE` from a fresh compilation."""
-    data = {name: as_json(statements_for(name)) for name in sorted(_DIALECTS)}
+    data: dict[str, Any] = {name: as_json(statements_for(name)) for name in sorted(_DIALECTS)}
+    data["compiled_for"] = compiled_for()
     text = json.dumps(data, indent=1, sort_keys=True, ensure_ascii=False) + "\n"
     COMPILED_FILE.write_text(text, encoding="utf-8")
 
