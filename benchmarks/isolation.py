@@ -387,7 +387,7 @@ async def scale(args: argparse.Namespace, directory: Path) -> tuple[list[list[An
     results: Results = {}
     dialect = "sqlite" if args.url is None else "postgresql"
     for users, per_user in shapes:
-        questions = questions_for(users, args.questions)
+        questions = questions_for(users, args.spread_questions if users > 1 else args.questions)
         label = f"{users * per_user:,} ({users:,} users)" if users > 1 else f"{per_user:,}"
         prepared = "—"
         if args.url is None:
@@ -478,7 +478,13 @@ async def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--spread", default="1000000/1000", help="TOTAL/USERS for the spread row ('' = none)"
     )
-    parser.add_argument("--questions", type=int, default=400, help="questions per scale row")
+    parser.add_argument("--questions", type=int, default=400, help="questions per one-user row")
+    parser.add_argument(
+        "--spread-questions",
+        type=int,
+        default=40,
+        help="questions for the spread row (today each scans every user's matches: seconds)",
+    )
     parser.add_argument("--limit", type=int, default=10)
     parser.add_argument("--keep", help="keep and reuse the scale part's SQLite files here")
     parser.add_argument("--rebuild", action="store_true", help="rebuild kept files")
@@ -528,7 +534,8 @@ async def main(argv: Sequence[str] | None = None) -> int:
             report["growth"] = growth
             out += [
                 f"### Scale: query p50 against the floor ({args.questions // 2} questions of "
-                "each kind per row, interleaved)",
+                f"each kind per one-user row, {args.spread_questions // 2} for the spread row; "
+                "interleaved)",
                 "",
                 table(
                     [
