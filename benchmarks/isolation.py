@@ -33,7 +33,6 @@ import argparse
 import asyncio
 import json
 import random
-import shutil
 import sys
 import time
 from collections.abc import Awaitable, Callable, Sequence
@@ -487,14 +486,17 @@ async def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument("--limit", type=int, default=10)
     parser.add_argument("--keep", help="keep and reuse the scale part's SQLite files here")
-    parser.add_argument("--rebuild", action="store_true", help="rebuild kept files")
+    parser.add_argument(
+        "--rebuild", action="store_true", help="delete the kept scale-v*.db files first"
+    )
     parser.add_argument("--json", help="write the tables' rows here")
     args = parser.parse_args(argv)
     parts = {part.strip() for part in args.parts.split(",") if part.strip()}
     if unknown := parts - {"side", "noise", "scale"}:
         parser.error(f"unknown parts: {', '.join(sorted(unknown))}")
     if args.rebuild and args.keep:
-        shutil.rmtree(args.keep, ignore_errors=True)
+        for kept in Path(args.keep).glob("scale-v*.db*"):
+            kept.unlink()
     out: list[str] = [f"asyncmem at schema {HEAD}; loadavg at start {loadavg()}", ""]
     report: dict[str, Any] = {}
     with scratch_dir(args.dir) as directory:
@@ -554,7 +556,9 @@ async def main(argv: Sequence[str] | None = None) -> int:
                 "",
                 "### Growth of the query p50",
                 "",
-                table(["from → to", "questions", "floor", "asyncmem"], growth),
+                table(["from → to", "questions", "floor", "asyncmem"], growth)
+                if growth
+                else "(needs two one-user sizes, or a spread row and its per-user size)",
                 "",
             ]
     print("\n".join(out))
