@@ -510,12 +510,24 @@ class _Batcher:
         self._pending: list[tuple[Callable[..., Coroutine[Any, Any, Any]], asyncio.Future[Any]]]
         self._pending = []
         self._drainer: asyncio.Task[None] | None = None
+        self._busy = False
         self._check = driver._check_file
 
     async def submit(self, body: Callable[[Transaction], Coroutine[Any, Any, _T]]) -> _T:
         future: asyncio.Future[_T] = asyncio.get_running_loop().create_future()
+        if self._drainer is None and not self._busy:
+            # Nothing running: this call is a batch of one, run here without a task; calls
+            # that arrive meanwhile queue and are drained after it.
+            self._busy = True
+            try:
+                await self._answer([(body, future)])
+            finally:
+                self._busy = False
+                if self._pending and self._drainer is None:
+                    self._drainer = asyncio.get_running_loop().create_task(self._drain())
+            return future.result()
         self._pending.append((body, future))
-        if self._drainer is None:
+        if self._drainer is None and not self._busy:
             self._drainer = asyncio.get_running_loop().create_task(self._drain())
         return await future
 
