@@ -6,6 +6,7 @@ before anything is written.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import enum
 import json
 import math
@@ -633,34 +634,55 @@ class BackendBase:
     def __init__(self) -> None:
         self._state = _State.UNOPENED
         self._open_lock = asyncio.Lock()
+        self._opening: asyncio.Future[None] | None = None
 
     @property
     def closed(self) -> bool:
-        """True once :meth:`aclose` has been called."""
         return self._state is _State.CLOSED
 
     async def open(self) -> Self:
-        """Connect and prepare the backend; a no-op when it is already open."""
+        """Connect and prepare the backend; a no-op when it is already open.
+
+        The opening runs to its end even if the caller is cancelled meanwhile, so it never
+        leaves connections half made (a cancelled caller's backend is open, or closed again
+        by :meth:`aclose`); a failed opening is tried again by the next call.
+        """
         if self._state is _State.OPEN:
             return self
         async with self._open_lock:
             if self._state is _State.CLOSED:
                 raise BackendClosedError(f"the {self.backend_name} backend is closed")
             if self._state is _State.UNOPENED:
-                await self._open()
-                self._state = _State.OPEN
+                if self._opening is None or self._opening.done():
+                    self._opening = asyncio.ensure_future(self._open_once())
+                await asyncio.shield(self._opening)
+        if self.closed:  # closed by another task while this one waited for the opening
+            raise BackendClosedError(f"the {self.backend_name} backend is closed")
         return self
+
+    async def _open_once(self) -> None:
+        await self._open()
+        if self.closed:  # closed while it was opening
+            await self._close()
+        else:
+            self._state = _State.OPEN
 
     async def _ready(self) -> None:
         if self._state is not _State.OPEN:
             await self.open()
 
     async def aclose(self) -> None:
-        """Release connections and threads. Safe to call more than once."""
+        """Release connections and threads. Safe to call more than once, and while another
+        task is still opening the backend (the opening finishes, then closes)."""
         if self._state is _State.CLOSED:
             return
         was_open = self._state is _State.OPEN
         self._state = _State.CLOSED
+        opening = self._opening
+        if not was_open and opening is not None and not opening.done():
+            with contextlib.suppress(Exception):
+                await asyncio.shield(opening)
+            return
         if was_open:
             await self._close()
 

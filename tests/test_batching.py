@@ -122,3 +122,66 @@ async def test_closing_fails_calls_still_queued(tmp_path: Path) -> None:
     async with SQLBackend(f"sqlite:///{tmp_path / 'memory.db'}") as reopened:
         kept = await reopened.list_keys("alice")
     assert len(kept) + len(errors) == 50  # each call either committed or failed, never both
+
+
+async def test_a_cancelled_opening_leaves_no_connection_thread(tmp_path: Path) -> None:
+    """aiosqlite's connection threads are not daemons: one left open keeps the process from
+    exiting (an MCP client that disconnected at once left the server hanging)."""
+    import threading
+
+    path = tmp_path / "memory.db"
+    async with SQLBackend(f"sqlite:///{path}"):
+        pass
+    before = set(threading.enumerate())
+    for delay in (0, 0.001, 0.003, 0.01, 0.03):
+        backend = SQLBackend(f"sqlite:///{path}")
+        opening = asyncio.ensure_future(backend.open())
+        await asyncio.sleep(delay)
+        opening.cancel()
+        await asyncio.gather(opening, return_exceptions=True)
+        await backend.aclose()
+        for _ in range(100):
+            left = [t for t in set(threading.enumerate()) - before if t.is_alive()]
+            if not left:
+                break
+            await asyncio.sleep(0.01)
+        assert left == [], f"threads left after cancelling at {delay} s: {left}"
+
+
+def test_an_mcp_server_exits_when_the_client_leaves_at_once(tmp_path: Path) -> None:
+    import json
+    import os
+    import subprocess
+    import sys
+
+    url = f"sqlite:///{tmp_path / 'memory.db'}"
+    initialize = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {
+            "protocolVersion": "2025-06-18",
+            "capabilities": {},
+            "clientInfo": {"name": "test", "version": "1"},
+        },
+    }
+    env = {**os.environ, "XDG_DATA_HOME": str(tmp_path / "xdg")}
+    for attempt in ("a new file", "a file at head"):
+        server = subprocess.Popen(
+            [sys.executable, "-m", "asyncmem", "mcp", "--backend", url],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            env=env,
+        )
+        assert server.stdin is not None
+        assert server.stdout is not None
+        server.stdin.write((json.dumps(initialize) + "\n").encode())
+        server.stdin.flush()
+        assert json.loads(server.stdout.readline())["id"] == 1
+        server.stdin.close()
+        try:
+            assert server.wait(timeout=30) == 0, attempt
+        finally:
+            server.kill()
+            server.stdout.close()

@@ -234,6 +234,13 @@ class SQLBackend(BackendBase):
         is imported. Anything else (a new file, an older or newer schema, PostgreSQL) goes
         through :func:`~asyncmem.sql.migrate.ensure_schema`.
         """
+        try:
+            await self._connect()
+        except BaseException:
+            await self._driver.close()  # nothing half open is left behind
+            raise
+
+    async def _connect(self) -> None:
         path = self._url.path
         if path is not None:
             with translate_errors("open"):
