@@ -638,6 +638,7 @@ class BackendBase:
 
     @property
     def closed(self) -> bool:
+        """Whether :meth:`aclose` was called (every operation then raises)."""
         return self._state is _State.CLOSED
 
     async def open(self) -> Self:
