@@ -248,10 +248,14 @@ async def _db(args: argparse.Namespace) -> int:
 
     url = normalize_url(args.url or os.environ.get("ASYNCMEM_URL") or None)
     database = _shown_url(url)
-    if args.action == "purge":
+    if args.action in {"purge", "compact"}:
         from asyncmem.sql.store import SQLBackend
 
         async with SQLBackend(url) as backend:
+            if args.action == "compact":
+                await backend.compact()
+                print(f"compacted {database}: no word of a deleted memory is left in its files")
+                return 0
             purged = await backend.purge_expired()
         print(f"purged {_plural(purged, 'expired memory', 'expired memories')} from {database}")
         return 0
@@ -669,7 +673,9 @@ def _parser() -> argparse.ArgumentParser:
     ev.add_argument("--chart", metavar="PATH", help="draw a PNG chart (needs asyncmem[chart])")
 
     db = sub.add_parser("db", help="manage the SQL schema (Alembic)")
-    db.add_argument("action", choices=["upgrade", "downgrade", "current", "check", "purge"])
+    db.add_argument(
+        "action", choices=["upgrade", "downgrade", "current", "check", "purge", "compact"]
+    )
     db.add_argument("revision", nargs="?", help="target revision (default: head / base)")
     db.add_argument(
         "--url",

@@ -660,3 +660,20 @@ def test_import_from_a_pipe_that_cannot_seek(
     assert (code, err) == (0, ""), err
     assert out.startswith("imported 4 memories from 4 lines in 1 batch")
     assert entries(target) == entries(url)
+
+
+def test_db_compact_leaves_no_word_of_a_deleted_memory(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    path = tmp_path / "memory.db"
+    b = ("--backend", f"sqlite:///{path}")
+    for i in range(30):
+        run(capsys, "store", "bob", f"k{i}", f"filler words number {i}", *b)
+    run(capsys, "store", "alice", "secret", "the zqxmarker code", *b)
+    assert run(capsys, "delete", "alice", "secret", *b)[0] == 0
+    assert b"zqxmarker" in path.read_bytes()  # the words stay as index terms until merged
+    code, out, err = run(capsys, "db", "compact", "--url", f"sqlite:///{path}")
+    assert (code, err) == (0, "")
+    assert out.startswith("compacted ")
+    assert b"zqxmarker" not in path.read_bytes()
+    assert run(capsys, "get", "bob", "k3", *b)[1].strip() == "filler words number 3"
