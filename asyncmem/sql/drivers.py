@@ -556,8 +556,12 @@ class _Batcher:
                 outcomes = await self._run(_run_batch, *arguments)
         except BaseException as exc:
             for _, future in jobs:
-                if not future.done():
+                if future.done():
+                    continue
+                if isinstance(exc, Exception):
                     future.set_exception(exc)
+                else:  # cancelled (or exiting): the calls are cancelled, not failed
+                    future.cancel()
             if not isinstance(exc, Exception):
                 raise
             return
