@@ -362,7 +362,7 @@ class SQLiteDriver:
             await writer.execute("COMMIT")
 
     async def atomic(self, body: Callable[[Transaction], Coroutine[Any, Any, _T]]) -> _T:
-        """Run ``body`` as one transaction in ONE trip to the writer's thread.
+        """Run ``body`` as one transaction in one trip to the writer's thread.
 
         Through :meth:`transaction` every statement is a trip of its own (queue, thread,
         wake the event loop), ``BEGIN`` and ``COMMIT`` included: for a conversation turn's
@@ -370,6 +370,8 @@ class SQLiteDriver:
         that was most of the gap to a plain store. Here ``body`` runs in the writer's
         thread, its statements executed at once by :class:`_InlineTransaction`, so its
         coroutine never suspends; one that awaits anything else is rolled back and refused.
+        It runs in the write batch of :class:`_Batcher` (a savepoint of its own), with the
+        other writes waiting at that moment.
         """
         if self._write_batcher is None:
             async with self.transaction() as transaction:
@@ -405,23 +407,6 @@ def _run_body(
         return result
     step.close()
     raise RuntimeError("an inline transaction awaited something else than SQL")
-
-
-def _run_inline(
-    connection: sqlite3.Connection,
-    body: Callable[[Transaction], Coroutine[Any, Any, _T]],
-    fault_hook: FaultHook | None,
-) -> _T:
-    """In the writer's thread: ``BEGIN IMMEDIATE``, run ``body`` to its end, ``COMMIT``."""
-    connection.execute("BEGIN IMMEDIATE")
-    try:
-        result = _run_body(body, _InlineTransaction(connection, fault_hook))
-        connection.execute("COMMIT")
-    except BaseException:
-        if connection.in_transaction:
-            connection.execute("ROLLBACK")
-        raise
-    return result
 
 
 Outcome = tuple[bool, Any]
