@@ -50,6 +50,7 @@ from asyncmem.backend import (
     check_offset,
     check_page_limit,
     check_page_size,
+    check_seconds,
     check_text,
     check_ttl,
     check_value,
@@ -352,9 +353,8 @@ class HonchoBackend(BackendBase):
             raise InvalidInputError("base_url must be an http:// or https:// URL")
         if not isinstance(workspace_id, str) or not _HONCHO_ID.fullmatch(workspace_id):
             raise InvalidInputError("workspace_id must be 1-512 of A-Z, a-z, 0-9, '_' and '-'")
-        for name, seconds in (("timeout", timeout), ("probe_timeout", probe_timeout)):
-            if isinstance(seconds, bool) or not isinstance(seconds, int | float) or seconds <= 0:
-                raise InvalidInputError(f"{name} must be a positive number of seconds")
+        timeout = check_seconds("timeout", timeout, low=0.001)
+        probe_timeout = check_seconds("probe_timeout", probe_timeout, low=0.001)
         if max_retries < 0:
             raise InvalidInputError("max_retries must not be negative")
         if max_workers < 1:

@@ -256,7 +256,7 @@ async def test_is_available_makes_one_short_request_without_retries(fake: FakeHo
 
 
 def test_probe_timeout_is_checked_and_capped() -> None:
-    for bad in (0, -1.0, "3", True, None):
+    for bad in (0, -1.0, "3", True, None, float("nan"), float("inf"), 10**400):
         with pytest.raises(InvalidInputError, match="probe_timeout"):
             HonchoBackend(base_url=LOCAL, probe_timeout=bad)  # type: ignore[arg-type]
     assert HonchoBackend(base_url=LOCAL, timeout=1.0).probe_timeout == 1.0
