@@ -27,20 +27,10 @@ PLACEHOLDER = {"sqlite": re.compile(r"\?"), "postgresql": re.compile(r"\$(\d+)")
 def test_every_statement_binds_its_parameters_in_order(dialect: str) -> None:
     statements = statements_for(dialect)
     now = {"now"} if dialect == "sqlite" else set()
+    upsert = {"user_id", "key", "value", "metadata", "ttl", "session", "context", "facets"}
+    upsert |= {"words", "length"} | now
     expected = {
-        "upsert": {
-            "user_id",
-            "key",
-            "value",
-            "metadata",
-            "ttl",
-            "session",
-            "context",
-            "facets",
-            "words",
-            "length",
-        }
-        | now,
+        "upsert": upsert,
         "upsert_many": {"user_id", "items"} | now,
         "retrieve": {"user_id", "key"} | now,
         "query": {"terms", "user_id", "limit"} | now,
@@ -49,19 +39,7 @@ def test_every_statement_binds_its_parameters_in_order(dialect: str) -> None:
         "delete_many": {"user_id", "keys"} | now,
         "forget_user": {"user_id"} | now,
         "history": {"user_id", "key", "limit"} | now,
-        "upsert_plain": {
-            "user_id",
-            "key",
-            "value",
-            "metadata",
-            "ttl",
-            "session",
-            "context",
-            "facets",
-            "words",
-            "length",
-        }
-        | now,
+        "upsert_plain": upsert,
         "delete_plain": {"user_id", "key"} | now,
         "clock": now,
         "expired_turn_users": {"cutoff"},
