@@ -147,12 +147,15 @@ POSTGRESQL_FUNCTION = f"""
     CREATE FUNCTION asyncmem_search_terms() RETURNS trigger LANGUAGE plpgsql AS $body$
     DECLARE
         owner_id bigint;
+        remaining bigint;
         old_size bigint := 0;
         new_size bigint := 0;
     BEGIN
         IF TG_OP <> 'INSERT' THEN
-            old_size := OLD.length
-                + (SELECT count(*) FROM jsonb_object_keys({_pg_object("OLD.context")}));
+            old_size := OLD.length;
+            IF OLD.context <> '' THEN
+                old_size := old_size + (SELECT count(*) FROM jsonb_object_keys(OLD.context::jsonb));
+            END IF;
             SELECT id INTO owner_id FROM search_users WHERE user_id = OLD.user_id;
             DELETE FROM search_terms
             WHERE owner = owner_id AND memory_id = OLD.id AND term = ANY (ARRAY(
@@ -162,26 +165,33 @@ POSTGRESQL_FUNCTION = f"""
         END IF;
         IF TG_OP = 'DELETE' THEN
             UPDATE search_users
-            SET documents = documents - 1, length = length - old_size WHERE id = owner_id;
-            DELETE FROM search_users WHERE id = owner_id AND documents <= 0;
+            SET documents = documents - 1, length = length - old_size WHERE id = owner_id
+            RETURNING documents INTO remaining;
+            IF remaining <= 0 THEN
+                DELETE FROM search_users WHERE id = owner_id;
+            END IF;
             RETURN NULL;
         END IF;
-        new_size := NEW.length
-            + (SELECT count(*) FROM jsonb_object_keys({_pg_object("NEW.context")}));
-        INSERT INTO search_users AS u (user_id, documents, length)
-        VALUES (NEW.user_id, CASE WHEN TG_OP = 'INSERT' THEN 1 ELSE 0 END, new_size - old_size)
-        ON CONFLICT (user_id) DO UPDATE
-        SET documents = u.documents + excluded.documents, length = u.length + excluded.length
-        RETURNING id INTO owner_id;
+        new_size := NEW.length;
+        IF NEW.context <> '' THEN
+            new_size := new_size + (SELECT count(*) FROM jsonb_object_keys(NEW.context::jsonb));
+        END IF;
+        WITH person AS (
+            INSERT INTO search_users AS u (user_id, documents, length)
+            VALUES (NEW.user_id, CASE WHEN TG_OP = 'INSERT' THEN 1 ELSE 0 END, new_size - old_size)
+            ON CONFLICT (user_id) DO UPDATE
+            SET documents = u.documents + excluded.documents, length = u.length + excluded.length
+            RETURNING id
+        )
         INSERT INTO search_terms (owner, term, memory_id, weight, length)
-        SELECT owner_id, term, NEW.id, sum(weight), new_size
-        FROM (
+        SELECT person.id, entries.term, NEW.id, sum(entries.weight), new_size
+        FROM person CROSS JOIN (
             SELECT key AS term, value::integer AS weight
             FROM jsonb_each_text({_pg_object("NEW.words")})
             UNION ALL SELECT key, value::integer
             FROM jsonb_each_text({_pg_object("NEW.context")})
         ) AS entries
-        GROUP BY term;
+        GROUP BY person.id, entries.term;
         RETURN NULL;
     END
     $body$
@@ -282,49 +292,48 @@ def _rewrite(connection: sa.Connection, *, terms: bool) -> None:
         connection.execute(statement, updates[start : start + _BATCH])
 
 
-def _sqlite_fill() -> list[str]:
-    size = "m.length + (SELECT count(*) FROM json_each(nullif(m.context, '')))"
-    return [
-        f"""
-        INSERT INTO search_users (user_id, documents, length)
-        SELECT user_id, count(*), sum({size}) FROM memories m GROUP BY user_id
-        """,
+def _fill(dialect: str) -> list[str]:
+    """Index every memory in bulk: each user's statistics, then the postings of ``words``
+    and of ``context`` in key order (a term in both adds up), from one size per memory."""
+    if dialect == "sqlite":
+        context_size = "(SELECT count(*) FROM json_each(nullif(m.context, '')))"
+        each = "json_each(nullif({}, ''))"
+        weight = "e.value"
+        conflict = "WHERE true ON CONFLICT DO UPDATE"
+    else:
+        context_size = f"(SELECT count(*) FROM jsonb_object_keys({_pg_object('m.context')}))"
+        each = "jsonb_each_text(coalesce(nullif({}, ''), '{{}}')::jsonb)"
+        weight = "e.value::integer"
+        conflict = "ON CONFLICT (owner, term, memory_id) DO UPDATE"
+    postings = [
         f"""
         INSERT INTO search_terms (owner, term, memory_id, weight, length)
-        SELECT u.id, e.term, m.id, sum(e.weight), {size}
-        FROM (
-            SELECT m.id AS id, w.key AS term, w.value AS weight
-            FROM memories m, json_each(nullif(m.words, '')) AS w
-            UNION ALL
-            SELECT m.id, c.key, c.value FROM memories m, json_each(nullif(m.context, '')) AS c
-        ) AS e
-        JOIN memories m ON m.id = e.id
-        JOIN search_users u ON u.user_id = m.user_id
-        GROUP BY m.id, e.term
-        ORDER BY u.id, e.term, m.id
-        """,
+        SELECT s.owner, e.key, m.id, {weight}, s.size
+        FROM memories m JOIN asyncmem_sizes s ON s.id = m.id
+        CROSS JOIN {each.format(f"m.{field}")} AS e
+        {"" if field == "words" else conflict}
+        {"" if field == "words" else "SET weight = search_terms.weight + excluded.weight"}
+        """
+        for field in ("words", "context")
     ]
-
-
-def _postgresql_fill() -> list[str]:
-    size = f"m.length + (SELECT count(*) FROM jsonb_object_keys({_pg_object('m.context')}))"
     return [
         f"""
-        INSERT INTO search_users (user_id, documents, length)
-        SELECT user_id, count(*), sum({size}) FROM memories m GROUP BY user_id
-        """,
-        f"""
-        INSERT INTO search_terms (owner, term, memory_id, weight, length)
-        SELECT u.id, e.term, m.id, sum(e.weight), {size}
+        CREATE TEMPORARY TABLE asyncmem_sizes AS
+        SELECT m.id AS id, m.user_id AS user_id, 0 AS owner, m.length + {context_size} AS size
         FROM memories m
-        JOIN search_users u ON u.user_id = m.user_id
-        CROSS JOIN LATERAL (
-            SELECT key AS term, value::integer AS weight
-            FROM jsonb_each_text({_pg_object("m.words")})
-            UNION ALL SELECT key, value::integer FROM jsonb_each_text({_pg_object("m.context")})
-        ) AS e
-        GROUP BY u.id, m.id, e.term
         """,
+        """
+        INSERT INTO search_users (user_id, documents, length)
+        SELECT user_id, count(*), sum(size) FROM asyncmem_sizes GROUP BY user_id
+        """,
+        """
+        UPDATE asyncmem_sizes SET owner = (
+            SELECT u.id FROM search_users u WHERE u.user_id = asyncmem_sizes.user_id
+        )
+        """,
+        "CREATE UNIQUE INDEX asyncmem_sizes_id ON asyncmem_sizes (id)",
+        *postings,
+        "DROP TABLE asyncmem_sizes",
     ]
 
 
@@ -367,11 +376,13 @@ def upgrade() -> None:
         sqlite_with_rowid=False,
     )
     _rewrite(connection, terms=True)
+    for statement in _fill(dialect):
+        op.execute(statement)
     if dialect == "sqlite":
-        for statement in [*_sqlite_fill(), *SQLITE_TRIGGERS]:
+        for statement in SQLITE_TRIGGERS:
             op.execute(statement)
     else:
-        for statement in [*_postgresql_fill(), POSTGRESQL_FUNCTION, POSTGRESQL_TRIGGER]:
+        for statement in [POSTGRESQL_FUNCTION, POSTGRESQL_TRIGGER]:
             op.execute(statement)
 
 
