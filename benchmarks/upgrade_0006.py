@@ -65,7 +65,7 @@ def rows_as_0005(memories: list[dict[str, Any]], count: int) -> list[dict[str, A
 
 
 async def run(url: str, rows: list[dict[str, Any]]) -> dict[str, float]:
-    engine = make_engine(normalize_url(url))
+    engine = make_engine(normalize_url(url), statement_timeout=None)
     try:
         await migrate.upgrade(engine, "0005_cjk_words")
         cast = "CAST(:metadata AS JSONB)" if engine.dialect.name == "postgresql" else ":metadata"

@@ -83,6 +83,7 @@ def make_engine(
     busy_timeout: float = 5.0,
     timeout: float = 30.0,
     schema: str | None = None,
+    statement_timeout: float | None = 30.0,
 ) -> AsyncEngine:
     """A SQLAlchemy engine for one-off work on the database: migrations and ``asyncmem db``.
 
@@ -90,7 +91,8 @@ def make_engine(
     a connection per use. SQLite connections get the same settings as the store's: WAL,
     ``synchronous=NORMAL``, a busy timeout, and ``BEGIN IMMEDIATE`` where a transaction
     asks for it (:data:`BEGIN_OPTION`). PostgreSQL connections get ``timeout`` seconds to
-    connect and for each statement, and ``schema`` as their search path.
+    connect, ``statement_timeout`` seconds for each statement (``None``: no limit, for a
+    migration that rebuilds an index), and ``schema`` as their search path.
     """
     if url.get_backend_name() == "sqlite":
         engine = create_async_engine(url, poolclass=NullPool)
@@ -101,7 +103,7 @@ def make_engine(
         server_settings["search_path"] = schema
     connect_args = {
         "timeout": timeout,
-        "command_timeout": timeout,
+        "command_timeout": statement_timeout,
         "server_settings": server_settings,
     }
     return create_async_engine(url, poolclass=NullPool, connect_args=connect_args)

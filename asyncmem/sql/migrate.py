@@ -99,8 +99,9 @@ async def migration_engine(
     file is a :class:`SchemaError` instead, so that only asking about a database never
     creates one. Driver errors inside the block (a file that is not a database, a server
     that cannot be reached) come out as asyncmem's typed errors naming ``operation``.
-    ``busy_timeout`` (SQLite) and ``server_timeout`` (PostgreSQL: connecting and each
-    statement) are seconds, as for :func:`~asyncmem.sql.engine.make_engine`;
+    ``busy_timeout`` (SQLite) and ``server_timeout`` (PostgreSQL: connecting) are seconds,
+    as for :func:`~asyncmem.sql.engine.make_engine`; a statement has no time limit, since a
+    revision may rebuild the search index of every memory (revision 0006);
     ``allow_shared_file`` as for :func:`~asyncmem.sql.engine.prepare_sqlite_file`.
     """
     from asyncmem.sql.drivers import translate_errors
@@ -116,7 +117,13 @@ async def migration_engine(
                 prepare_sqlite_file, path, busy_timeout, allow_shared_file=allow_shared_file
             )
             url = url.set(database=str(path))  # "~" expanded, as the store opens it
-        engine = make_engine(url, busy_timeout=busy_timeout, timeout=server_timeout, schema=schema)
+        engine = make_engine(
+            url,
+            busy_timeout=busy_timeout,
+            timeout=server_timeout,
+            schema=schema,
+            statement_timeout=None,
+        )
         try:
             yield engine
         finally:

@@ -312,11 +312,6 @@ def _query(dialect_name: str, where: filters.Shape = ()) -> ClauseElement:
             for model in (SearchTerm, SearchRecent)
         )
     ).cte("hits")
-    frequencies = (
-        select(hits.c.term, cast(func.count(), Double()).label("n"))
-        .group_by(hits.c.term)
-        .cte("frequencies")
-    )
     user = (
         select(
             cast(SearchUser.documents, Double()).label("documents"),
@@ -328,16 +323,26 @@ def _query(dialect_name: str, where: filters.Shape = ()) -> ClauseElement:
         .subquery("statistics")
     )
     k1, b, half, one = number(search.BM25_K1), number(search.BM25_B), number(0.5), number(1)
+    # Each term's inverse document frequency, once per term.
+    n: ColumnElement[float] = cast(func.count(), Double())
+    frequencies = (
+        select(
+            hits.c.term,
+            larger(func.ln((user.c.documents - n + half) / (n + half)), number(1e-6)).label("idf"),
+            user.c.average,
+        )
+        .select_from(hits.join(user, true()))
+        .group_by(hits.c.term, user.c.documents, user.c.average)
+        .cte("frequencies")
+    )
     tf = cast(hits.c.weight, Double()) / number(terms.SCALE)
-    n = frequencies.c.n
-    idf = larger(func.ln((user.c.documents - n + half) / (n + half)), number(1e-6))
-    norm = k1 * (one - b + b * cast(hits.c.length, Double()) / user.c.average)
+    norm = k1 * (one - b + b * cast(hits.c.length, Double()) / frequencies.c.average)
     scored = (
         select(
             hits.c.memory_id.label("id"),
-            func.sum(idf * tf * (k1 + one) / (tf + norm)).label("score"),
+            func.sum(frequencies.c.idf * tf * (k1 + one) / (tf + norm)).label("score"),
         )
-        .select_from(hits.join(frequencies, frequencies.c.term == hits.c.term).join(user, true()))
+        .select_from(hits.join(frequencies, frequencies.c.term == hits.c.term))
         .group_by(hits.c.memory_id)
         .subquery("scored")
     )

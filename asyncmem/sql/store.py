@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import json
 import re
 import time
@@ -103,12 +102,14 @@ def _live_count(rows: Sequence[Row]) -> int:
     return sum(1 for row in rows if row["expires_at"] is None or row["expires_at"] > row["now"])
 
 
-def _entry(row: Row, score: float | None = None) -> MemoryEntry:
+def _entry(
+    row: Row, score: float | None = None, metadata: dict[str, Any] | None = None
+) -> MemoryEntry:
     return MemoryEntry(
         row["user_id"],
         row["key"],
         row["value"],
-        _metadata(row["metadata"]),
+        _metadata(row["metadata"]) if metadata is None else metadata,
         row["created_at"],
         row["updated_at"],
         score,
@@ -455,17 +456,17 @@ class SQLBackend(BackendBase):
             **bound,
         )
         rows = await self._fetch("query", sql, args)
-        scores = [float(row["score"]) for row in rows]
-        entries = [_entry(row, score) for row, score in zip(rows, scores, strict=True)]
+        metadata = [_metadata(row["metadata"]) for row in rows]
         ranked = rerank(
             terms,
-            scores,
-            [entry.metadata for entry in entries],
+            [float(row["score"]) for row in rows],
+            metadata,
             limit,
-            values=[entry.value for entry in entries],
+            values=[row["value"] for row in rows],
             temporal=search.is_temporal(text),
         )
-        return [dataclasses.replace(entries[i], score=score) for i, score in ranked]
+        # Entries only for what is returned: the other candidates were read for re-ranking.
+        return [_entry(rows[i], score, metadata[i]) for i, score in ranked]
 
     async def list_keys(
         self,
