@@ -16,7 +16,15 @@ import logging
 import os
 import sqlite3
 import sys
-from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterator, Sequence
+from collections.abc import (
+    AsyncIterator,
+    Awaitable,
+    Callable,
+    Collection,
+    Coroutine,
+    Iterator,
+    Sequence,
+)
 from contextlib import AbstractAsyncContextManager, asynccontextmanager, contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
@@ -43,6 +51,7 @@ __all__ = [
     "Row",
     "SQLiteDriver",
     "Transaction",
+    "dollar_quoted",
     "translate_errors",
     "translated",
 ]
@@ -204,11 +213,20 @@ class Driver(Protocol):
         """Run several statements as one transaction: all commit, or none does."""
         ...
 
-    async def atomic(self, body: Callable[[Transaction], Coroutine[Any, Any, _T]]) -> _T:
+    async def atomic(
+        self,
+        body: Callable[[Transaction], Coroutine[Any, Any, _T]],
+        *,
+        lock: SQL | None = None,
+        lock_users: Collection[str] = (),
+    ) -> _T:
         """Run ``body`` as one transaction, like :meth:`transaction`, and return its result.
 
         ``body`` may await nothing but its transaction's statements (on SQLite it runs to
-        the end in the writer's thread).
+        the end in the writer's thread). With ``lock`` (a statement of one ``user_id``
+        parameter that takes a transaction-scoped lock, ``Statements.lock_user``), it is
+        run first for each of ``lock_users``, in sorted order; on PostgreSQL in the same
+        round trip as ``BEGIN``. SQLite serialises writers already and ignores both.
         """
         ...
 
@@ -361,8 +379,15 @@ class SQLiteDriver:
                 raise
             await writer.execute("COMMIT")
 
-    async def atomic(self, body: Callable[[Transaction], Coroutine[Any, Any, _T]]) -> _T:
-        """Run ``body`` as one transaction in one trip to the writer's thread.
+    async def atomic(
+        self,
+        body: Callable[[Transaction], Coroutine[Any, Any, _T]],
+        *,
+        lock: SQL | None = None,
+        lock_users: Collection[str] = (),
+    ) -> _T:
+        """Run ``body`` as one transaction in one trip to the writer's thread (``lock`` and
+        ``lock_users`` are for PostgreSQL: one writer at a time is SQLite's own rule).
 
         Through :meth:`transaction` every statement is a trip of its own (queue, thread,
         wake the event loop), ``BEGIN`` and ``COMMIT`` included: for a conversation turn's
@@ -726,11 +751,24 @@ class PostgresDriver:
         return int(status.rsplit(" ", 1)[-1])
 
     @asynccontextmanager
-    async def transaction(self) -> AsyncIterator[Transaction]:
-        connection = await self._begin()
+    async def transaction(
+        self, *, lock: SQL | None = None, lock_users: Collection[str] = ()
+    ) -> AsyncIterator[Transaction]:
+        """One transaction on one connection; with ``lock``, first run for each of
+        ``lock_users`` in sorted order (see :meth:`atomic`)."""
+        users = sorted(set(lock_users)) if lock is not None else []
+        folded = _begin_and_lock(lock, users) if lock is not None and users else None
+        if folded is not None and lock is not None and self.fault_hook is not None:
+            for _ in users:
+                self.fault_hook(lock)
+        connection = await self._begin(folded or "BEGIN")
         healthy = False
         try:
-            yield _PostgresTransaction(connection, self.fault_hook)
+            transaction = _PostgresTransaction(connection, self.fault_hook)
+            if folded is None and lock is not None:
+                for user_id in users:  # a lock statement that cannot be folded: bound
+                    await transaction.fetch(lock, lock.args(user_id=user_id))
+            yield transaction
             await connection.execute("COMMIT")
             healthy = True
         except BaseException as exc:
@@ -745,28 +783,84 @@ class PostgresDriver:
         finally:
             self._release(connection, healthy)
 
-    async def _begin(self) -> Any:
-        """A connection in a new transaction: ``BEGIN`` on a pooled one, or on a new one if
-        the pooled one turns out dead (nothing has run on it yet, so this is always safe)."""
+    async def _begin(self, begin: str) -> Any:
+        """A connection in a new transaction: ``begin`` (``BEGIN``, perhaps with more
+        statements after it) on a pooled one, or on a new one if the pooled one turns out
+        dead (nothing has run on it yet, so this is always safe)."""
         for attempt in (1, 2):
             connection, reused = await self._acquire()
             try:
-                await connection.execute("BEGIN")
+                await connection.execute(begin)
                 return connection
             except BaseException as exc:
-                self._release(connection, False)
+                healthy = False
+                if isinstance(exc, Exception) and _sqlstate(exc) and not connection.is_closed():
+                    # The server refused a statement after BEGIN (a lock it could not take
+                    # in time): roll back and keep the connection.
+                    if connection.is_in_transaction():
+                        with contextlib.suppress(Exception):
+                            await connection.execute("ROLLBACK")
+                    healthy = not connection.is_closed() and not connection.is_in_transaction()
+                self._release(connection, healthy)
                 if attempt == 1 and reused and _connection_lost(exc, connection):
                     continue
                 raise
         raise AssertionError("unreachable")  # pragma: no cover
 
-    async def atomic(self, body: Callable[[Transaction], Coroutine[Any, Any, _T]]) -> _T:
-        async with self.transaction() as transaction:
+    async def atomic(
+        self,
+        body: Callable[[Transaction], Coroutine[Any, Any, _T]],
+        *,
+        lock: SQL | None = None,
+        lock_users: Collection[str] = (),
+    ) -> _T:
+        """Run ``body`` in one transaction; ``BEGIN`` and the ``lock`` of each of
+        ``lock_users`` go to the server as one simple-protocol query (one round trip
+        instead of one plus one per user), the user ids as :func:`dollar_quoted` literals.
+        """
+        async with self.transaction(lock=lock, lock_users=lock_users) as transaction:
             return await body(transaction)
 
 
+def dollar_quoted(text: str) -> str:
+    """``text`` as a PostgreSQL dollar-quoted literal, ``$qN$…$qN$``.
+
+    Inside dollar quotes nothing is special (no escapes, quotes or backslashes), and the
+    literal ends at the first occurrence of its delimiter, so a tag is chosen whose
+    delimiter first occurs in ``text`` + delimiter at its very end: the literal then holds
+    exactly ``text``. NUL cannot be sent in a query; asyncmem's ids never hold it.
+    """
+    if "\x00" in text:
+        raise InvalidInputError("a NUL character cannot be part of a SQL literal")
+    for n in itertools.count():
+        delimiter = f"$q{n}$"
+        if (text + delimiter).find(delimiter) == len(text):
+            return delimiter + text + delimiter
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+def _begin_and_lock(lock: SQL, users: Sequence[str]) -> str | None:
+    """``BEGIN`` and ``lock`` for each of ``users`` as one query string, or ``None`` when
+    ``lock`` is not a statement of a lone ``user_id`` parameter (then it runs bound, a
+    round trip per user, after ``BEGIN``)."""
+    text = lock.text
+    if lock.names != ("user_id",) or text.count("$") != 1 or "$1" not in text:
+        return None
+    if text[text.index("$1") + 2 : text.index("$1") + 3].isdigit():
+        return None
+    locks = [text.replace("$1", dollar_quoted(user_id)) for user_id in users]
+    return "; ".join(["BEGIN", *locks])
+
+
 def _connection_lost(error: BaseException, connection: Any) -> bool:
-    """Whether ``error`` says the connection itself is gone (not an answer from the server)."""
+    """Whether ``error`` says the connection itself is gone (not an answer from the server).
+
+    A timeout is not: the statement may be running, or done, on the server (a lock wait in
+    :meth:`PostgresDriver._begin`, a write), so running it again could wait twice as long
+    or write twice. (``TimeoutError`` is an ``OSError``.)
+    """
+    if isinstance(error, TimeoutError):
+        return False
     if isinstance(error, OSError | ConnectionError):
         return True
     state = _sqlstate(error)
