@@ -508,6 +508,9 @@ def _run_batch(
     """
     check()
     transaction = _InlineTransaction(connection, fault_hook)
+    if len(bodies) == 1 and type(bodies[0]) is _Statement and not connection.in_transaction:
+        # Read or write, a lone statement is its own transaction; what it raises fails it.
+        return [(True, transaction.fetch_now(bodies[0].sql, bodies[0].args))]
     outcomes: list[Outcome] = []
     if not transactional:
         for body in bodies:
@@ -517,8 +520,6 @@ def _run_batch(
                 outcomes.append((False, exc))
         return outcomes
     alone = len(bodies) == 1
-    if alone and type(bodies[0]) is _Statement and not connection.in_transaction:
-        return [(True, _run_job(bodies[0], transaction))]
     connection.execute("BEGIN IMMEDIATE")
     try:
         for body in bodies:
