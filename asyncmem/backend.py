@@ -255,6 +255,8 @@ class MemoryBackend(Protocol):
 def _check_text_content(what: str, value: str) -> None:
     if "\x00" in value:
         raise InvalidInputError(f"{what} must not contain NUL characters")
+    if value.isascii():  # no surrogate in it: skip encoding a copy (ids run on every call)
+        return
     try:
         value.encode("utf-8")
     except UnicodeEncodeError:

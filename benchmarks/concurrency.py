@@ -19,10 +19,11 @@ Parts (``--parts``), SQLite on tmpfs (``/dev/shm``) unless ``--url`` names a Pos
   (SQLite only; ``--mp-impls asyncmem,floor`` runs the floor's processes too).
 
 Implementations (each on its own database, preloaded alike):
-- floor: SQLite: one aiosqlite connection in autocommit, WAL, ``synchronous=NORMAL``, one
-  hand-written statement per call on the store's schema (benchmarks/run.py's
-  ``AiosqliteFloor``); PostgreSQL: the store's own compiled statements on a hand-written LIFO
-  pool of asyncpg connections of the store's pool size, no validation, no re-ranking;
+- floor: hand-written statements on a hand-written schema of the floor's own
+  (benchmarks/floors.py): SQLite, one aiosqlite connection in autocommit, WAL,
+  ``synchronous=NORMAL``, FTS5 ``bm25()``; PostgreSQL, a LIFO pool of asyncpg connections of
+  the store's pool size, a generated ``tsvector`` with a GIN index, ``ts_rank``; no
+  validation, history or re-ranking;
 - asyncmem: ``SQLBackend``;
 - langgraph: LangGraph's ``AsyncSqliteStore`` (WAL and ``synchronous=NORMAL`` set on its
   connection, as the others have) or ``AsyncPostgresStore`` (a psycopg pool of the same size,
@@ -35,6 +36,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import random
 import statistics
@@ -48,9 +50,8 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from asyncmem import MemoryEntry, SQLBackend
-from asyncmem.sql.search import candidate_count, query_terms, tsquery_expression
-from asyncmem.sql.statements import filtered_statement, statements_for
+from asyncmem import SQLBackend
+from benchmarks.floors import AiosqliteFloor, PgFloor, sqlite_floor_file
 from benchmarks.harness import (
     asyncpg_dsn,
     loadavg,
@@ -63,7 +64,6 @@ from benchmarks.harness import (
     scratch_dir,
     table,
 )
-from benchmarks.run import AiosqliteFloor
 from benchmarks.workload import make_workload, sentence
 
 OPS = ("retrieve", "store", "query")
@@ -108,107 +108,14 @@ class Asyncmem:
     async def retrieve(self, user: str, key: str) -> Any:
         return await self.backend.retrieve(user, key)
 
-    async def query(self, user: str, text: str) -> Any:
-        return await self.backend.query(user, text, 10)
+    async def query(self, user: str, text: str, limit: int = 10) -> Any:
+        return await self.backend.query(user, text, limit)
+
+    async def list_keys(self, user: str) -> Any:
+        return await self.backend.list_keys(user)
 
     async def delete(self, user: str, key: str) -> Any:
         return await self.backend.delete(user, key)
-
-
-class SqliteFloor:
-    name = "floor"
-
-    def __init__(self, floor: AiosqliteFloor) -> None:
-        self.floor = floor
-
-    async def store(self, user: str, key: str, value: str) -> Any:
-        return await self.floor.store(user, key, value)
-
-    async def retrieve(self, user: str, key: str) -> Any:
-        return await self.floor.retrieve(user, key)
-
-    async def query(self, user: str, text: str) -> Any:
-        return await self.floor.query(user, text, 10)
-
-    async def delete(self, user: str, key: str) -> Any:
-        return await self.floor.delete(user, key)
-
-
-def _entry(row: Any, score: float | None = None) -> MemoryEntry:
-    metadata = json.loads(row[3]) if isinstance(row[3], str) else row[3]
-    return MemoryEntry(row[0], row[1], row[2], metadata, row[4], row[5], score, row[6])
-
-
-class PgFloor:
-    """The store's compiled PostgreSQL statements on a LIFO pool of asyncpg connections."""
-
-    name = "floor"
-
-    def __init__(self, url: str, schema: str, size: int) -> None:
-        self.url, self.schema, self.size = url, schema, size
-        self.sql = statements_for("postgresql")
-
-    async def open(self) -> None:
-        import asyncpg
-
-        self.slots: asyncio.LifoQueue[Any] = asyncio.LifoQueue()
-        self.connections = [
-            await asyncpg.connect(
-                asyncpg_dsn(self.url), server_settings={"search_path": self.schema}
-            )
-            for _ in range(self.size)
-        ]
-        for connection in self.connections:
-            self.slots.put_nowait(connection)
-
-    async def aclose(self) -> None:
-        await asyncio.gather(*(c.close() for c in self.connections))
-
-    async def _run(self, method: str, text: str, args: Sequence[Any]) -> Any:
-        connection = await self.slots.get()
-        try:
-            return await getattr(connection, method)(text, *args)
-        finally:
-            self.slots.put_nowait(connection)
-
-    async def store(self, user: str, key: str, value: str) -> Any:
-        upsert = self.sql.upsert
-        args = upsert.args(
-            user_id=user,
-            key=key,
-            value=value,
-            metadata="{}",
-            ttl=None,
-            session=None,
-            context="",
-            facets="",
-        )
-        row = (await self._run("fetch", upsert.text, args))[0]
-        return MemoryEntry(user, key, value, {}, row[0], row[1], None, row[2])
-
-    async def retrieve(self, user: str, key: str) -> Any:
-        retrieve = self.sql.retrieve
-        rows = await self._run("fetch", retrieve.text, retrieve.args(user_id=user, key=key))
-        return _entry(rows[0]) if rows else None
-
-    async def query(self, user: str, text: str) -> Any:
-        terms = query_terms(text)
-        words = {f"term{i}": tsquery_expression([term]) for i, term in enumerate(terms)}
-        sql = filtered_statement("postgresql", "query", (), True, len(terms))
-        args = sql.args(
-            **words,
-            match=tsquery_expression(terms),
-            user_id=user,
-            limit=candidate_count(10),
-            now=time.time(),
-        )
-        rows = await self._run("fetch", sql.text, args)
-        return [_entry(row, float(row[7])) for row in rows[:10]]
-
-    async def delete(self, user: str, key: str) -> Any:
-        delete = self.sql.delete
-        rows = await self._run("fetch", delete.text, delete.args(user_id=user, key=key))
-        return bool(rows)
 
 
 class LangGraphOps:
@@ -225,8 +132,13 @@ class LangGraphOps:
     async def retrieve(self, user: str, key: str) -> Any:
         return await self._lg.aget((user,), key)
 
-    async def query(self, user: str, text: str) -> Any:
-        return await self._lg.asearch((user,), query=text, limit=10)
+    async def query(self, user: str, text: str, limit: int = 10) -> Any:
+        return await self._lg.asearch((user,), query=text, limit=limit)
+
+    async def list_keys(self, user: str) -> Any:
+        """LangGraph has no key listing: the namespace's items, newest first, keys kept."""
+        items = await self._lg.asearch((user,), limit=100_000)
+        return [item.key for item in items]
 
     async def delete(self, user: str, key: str) -> Any:
         return await self._lg.adelete((user,), key)
@@ -268,26 +180,18 @@ def openers(
 
     @asynccontextmanager
     async def floor() -> AsyncIterator[Any]:
-        if url is None:
-            path = directory / f"floor-{next(counter)}.db"
-            async with SQLBackend(f"sqlite:///{path}") as backend:
-                await _preload_store(backend, data)
-            impl = AiosqliteFloor(path)
+        impl: AiosqliteFloor | PgFloor
+        async with contextlib.AsyncExitStack() as stack:
+            if url is None:
+                impl = AiosqliteFloor(directory / f"floor-{next(counter)}.db")
+            else:
+                schema = await stack.enter_async_context(pg_schema(url))
+                impl = PgFloor(asyncpg_dsn(url), schema, POOL_SIZE)
             await impl.open()
-            try:
-                yield SqliteFloor(impl)
-            finally:
-                await impl.aclose()
-            return
-        async with pg_schema(url) as schema:
-            async with SQLBackend(url, schema=schema, auto_migrate=True) as backend:
-                await _preload_store(backend, data)
-            pg = PgFloor(url, schema, POOL_SIZE)
-            await pg.open()
-            try:
-                yield pg
-            finally:
-                await pg.aclose()
+            stack.push_async_callback(impl.aclose)
+            for user, items in (data.items if data is not None else {}).items():
+                await impl.load(user, items)
+            yield impl
 
     @asynccontextmanager
     async def langgraph() -> AsyncIterator[Any]:
@@ -375,11 +279,11 @@ def _quantiles(samples: Sequence[int]) -> dict[str, float]:
     }
 
 
-def _median_runs(runs: list[dict[str, Any]]) -> dict[str, Any]:
+def median_runs(runs: list[dict[str, Any]]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for key, value in runs[0].items():
         if isinstance(value, dict):
-            out[key] = _median_runs([run[key] for run in runs])
+            out[key] = median_runs([run[key] for run in runs])
         else:
             out[key] = statistics.median(run[key] for run in runs)
     return out
@@ -402,7 +306,7 @@ async def tasks_part(args: argparse.Namespace, directory: Path) -> tuple[str, di
                 file=sys.stderr,
                 flush=True,
             )
-    merged = {name: _median_runs(r) for name, r in runs.items()}
+    merged = {name: median_runs(r) for name, r in runs.items()}
     floor = merged.get("floor")
     rows = []
     for name, r in merged.items():
@@ -567,7 +471,7 @@ async def worker_main(args: argparse.Namespace) -> int:
     if args.worker_impl == "floor":
         floor = AiosqliteFloor(path)
         await floor.open()
-        impl, closer = SqliteFloor(floor), floor.aclose
+        impl, closer = floor, floor.aclose
     else:
         backend = SQLBackend(f"sqlite:///{path}")
         await backend.open()
@@ -605,8 +509,12 @@ async def mp_part(args: argparse.Namespace, directory: Path) -> tuple[str, dict[
     report: dict[str, Any] = {}
     for impl in [name for name in args.mp_impls.split(",") if name]:
         path = directory / f"mp-{impl}.db"
-        async with SQLBackend(f"sqlite:///{path}") as backend:
-            await _preload_store(backend, Data(args.users, args.preload // args.users))
+        data = Data(args.users, args.preload // args.users)
+        if impl == "floor":
+            await asyncio.to_thread(sqlite_floor_file, path, data.items)
+        else:
+            async with SQLBackend(f"sqlite:///{path}") as backend:
+                await _preload_store(backend, data)
         start_at = time.time() + 5.0 + args.procs * 0.75
         outs = [directory / f"mp-{impl}-{n}.json" for n in range(args.procs)]
         procs = [

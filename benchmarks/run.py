@@ -4,13 +4,18 @@
     python benchmarks/run.py --pg postgresql://postgres@127.0.0.1:5432/test
     python benchmarks/run.py --scaling 1000,10000,100000
 
-Implementations, all given the same workload (benchmarks/workload.py):
-- floor: one long-lived aiosqlite connection (autocommit, WAL, synchronous=NORMAL), one
-  statement per call, the same schema, FTS5 table and query expression as asyncmem;
+Implementations, all given the same workload (benchmarks/workload.py), each on a fresh
+database of its own:
+- floor: hand-written statements on a hand-written schema (benchmarks/floors.py): one
+  aiosqlite connection (autocommit, WAL, synchronous=NORMAL, FTS5 ``bm25()``), or with
+  ``--pg`` a LIFO pool of asyncpg connections (a generated ``tsvector``, GIN, ``ts_rank``);
 - asyncmem: ``SQLBackend`` on SQLite (and on PostgreSQL with ``--pg``);
-- naive: a new sqlite3 connection per call in a thread, ``LIKE '%text%'`` search: the design
-  asyncmem replaces;
-- asyncpg floor (with ``--pg``): one asyncpg connection (a pool for the concurrent mix).
+- langgraph: LangGraph's ``AsyncSqliteStore`` / ``AsyncPostgresStore`` as set up by
+  benchmarks/concurrency.py (the ``bench`` extra). Without an embedding index its search
+  does not rank by the question (it lists the namespace's newest items), and it has no key
+  listing: its "list_keys" is a search that returns every item of the namespace;
+- naive: a new sqlite3 connection per call in a thread, ``LIKE '%text%'`` search, on the
+  floor's schema: the design asyncmem replaces.
 Each number is the median over ``--repeat`` runs; ratios are to the floor of the same dialect.
 """
 
@@ -23,91 +28,33 @@ import random
 import sqlite3
 import statistics
 import sys
-import tempfile
 import time
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-import aiosqlite
-
 from asyncmem import MemoryEntry, SQLBackend
-from asyncmem.sql.search import fts5_expression, query_terms, tsquery_expression
+from benchmarks.concurrency import median_runs, openers
+from benchmarks.floors import (
+    SQLITE_DELETE,
+    SQLITE_RETRIEVE,
+    SQLITE_UPSERT,
+    AiosqliteFloor,
+    floor_terms,
+    sqlite_floor_file,
+)
+from benchmarks.harness import scratch_dir
 from benchmarks.workload import Workload, make_workload
 
-COLUMNS = "user_id, key, value, metadata, created_at, updated_at"
-SQLITE_UPSERT = (
-    "INSERT INTO memories (user_id, key, value, metadata, created_at, updated_at) "
-    "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (user_id, key) DO UPDATE SET value = excluded.value, "
-    "metadata = excluded.metadata, updated_at = excluded.updated_at "
-    "RETURNING created_at, updated_at"
-)
-SQLITE_QUERY = (
-    f"SELECT {', '.join('m.' + c.strip() for c in COLUMNS.split(','))}, "
-    "-bm25(memories_fts) AS score FROM memories_fts JOIN memories m ON m.id = memories_fts.rowid "
-    "WHERE memories_fts MATCH ? AND m.user_id = ? ORDER BY bm25(memories_fts) LIMIT ?"
-)
+_COLUMNS = "user_id, key, value, metadata, created_at, updated_at, expires_at"
 
 
-def _entry(row: Any, score: float | None = None) -> MemoryEntry:
-    return MemoryEntry(row[0], row[1], row[2], json.loads(row[3]), row[4], row[5], score)
-
-
-class AiosqliteFloor:
-    name = "floor (aiosqlite)"
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-
-    async def open(self) -> None:
-        self.conn = await aiosqlite.connect(self.path, isolation_level=None)
-        await self.conn.execute("PRAGMA journal_mode = WAL")
-        await self.conn.execute("PRAGMA synchronous = NORMAL")
-        await self.conn.execute("PRAGMA busy_timeout = 5000")
-
-    async def aclose(self) -> None:
-        await self.conn.close()
-
-    async def store(self, user_id: str, key: str, value: str) -> MemoryEntry:
-        now = time.time()
-        rows = await self.conn.execute_fetchall(
-            SQLITE_UPSERT, (user_id, key, value, "{}", now, now)
-        )
-        created, updated = next(iter(rows))
-        return MemoryEntry(user_id, key, value, {}, created, updated)
-
-    async def retrieve(self, user_id: str, key: str) -> MemoryEntry | None:
-        rows = list(
-            await self.conn.execute_fetchall(
-                f"SELECT {COLUMNS} FROM memories WHERE user_id = ? AND key = ?", (user_id, key)
-            )
-        )
-        return _entry(rows[0]) if rows else None
-
-    async def query(self, user_id: str, text: str, limit: int = 10) -> list[MemoryEntry]:
-        terms = query_terms(text)
-        if not terms:
-            return []
-        rows = await self.conn.execute_fetchall(
-            SQLITE_QUERY, (fts5_expression(terms), user_id, limit)
-        )
-        return [_entry(row, row[6]) for row in rows]
-
-    async def list_keys(self, user_id: str) -> list[str]:
-        rows = await self.conn.execute_fetchall(
-            "SELECT key FROM memories WHERE user_id = ? ORDER BY updated_at DESC, id DESC",
-            (user_id,),
-        )
-        return [row[0] for row in rows]
-
-    async def delete(self, user_id: str, key: str) -> bool:
-        cursor = await self.conn.execute(
-            "DELETE FROM memories WHERE user_id = ? AND key = ?", (user_id, key)
-        )
-        return cursor.rowcount > 0
+def _entry(row: Any) -> MemoryEntry:
+    return MemoryEntry(row[0], row[1], row[2], json.loads(row[3]), row[4], row[5], None, row[6])
 
 
 class NaiveSQLite:
@@ -140,12 +87,11 @@ class NaiveSQLite:
         return MemoryEntry(user_id, key, value, {}, rows[0][0], rows[0][1])
 
     async def retrieve(self, user_id: str, key: str) -> MemoryEntry | None:
-        sql = f"SELECT {COLUMNS} FROM memories WHERE user_id = ? AND key = ?"
-        rows = await asyncio.to_thread(self._call, sql, (user_id, key))
+        rows = await asyncio.to_thread(self._call, SQLITE_RETRIEVE, (user_id, key, time.time()))
         return _entry(rows[0]) if rows else None
 
     async def query(self, user_id: str, text: str, limit: int = 10) -> list[MemoryEntry]:
-        sql = f"SELECT {COLUMNS} FROM memories WHERE user_id = ? AND value LIKE ? LIMIT ?"
+        sql = f"SELECT {_COLUMNS} FROM memories WHERE user_id = ? AND value LIKE ? LIMIT ?"
         rows = await asyncio.to_thread(self._call, sql, (user_id, f"%{text}%", limit))
         return [_entry(row) for row in rows]
 
@@ -154,89 +100,8 @@ class NaiveSQLite:
         return [row[0] for row in await asyncio.to_thread(self._call, sql, (user_id,))]
 
     async def delete(self, user_id: str, key: str) -> bool:
-        sql = "DELETE FROM memories WHERE user_id = ? AND key = ? RETURNING id"
+        sql = SQLITE_DELETE + " RETURNING id"
         return bool(await asyncio.to_thread(self._call, sql, (user_id, key)))
-
-
-class AsyncpgFloor:
-    name = "floor (asyncpg)"
-
-    def __init__(self, url: str, schema: str) -> None:
-        self.url = url.replace("+asyncpg", "")
-        self.schema = schema
-
-    async def open(self) -> None:
-        import asyncpg
-
-        settings = {"search_path": self.schema}
-        self.conn = await asyncpg.connect(self.url, server_settings=settings)
-        self.pool = await asyncpg.create_pool(
-            self.url, min_size=5, max_size=15, server_settings=settings
-        )
-
-    async def aclose(self) -> None:
-        await self.conn.close()
-        await self.pool.close()
-
-    async def store(self, user_id: str, key: str, value: str) -> MemoryEntry:
-        row = await self.conn.fetchrow(
-            "INSERT INTO memories (user_id, key, value, metadata, created_at, updated_at) "
-            "VALUES ($1, $2, $3, '{}'::jsonb, extract(epoch from statement_timestamp()), "
-            "extract(epoch from statement_timestamp())) ON CONFLICT (user_id, key) DO UPDATE "
-            "SET value = excluded.value, metadata = excluded.metadata, "
-            "updated_at = extract(epoch from clock_timestamp()) RETURNING created_at, updated_at",
-            user_id,
-            key,
-            value,
-        )
-        return MemoryEntry(user_id, key, value, {}, row[0], row[1])
-
-    async def retrieve(self, user_id: str, key: str) -> MemoryEntry | None:
-        row = await self.conn.fetchrow(
-            f"SELECT {COLUMNS} FROM memories WHERE user_id = $1 AND key = $2", user_id, key
-        )
-        return None if row is None else _entry(row)
-
-    async def query(self, user_id: str, text: str, limit: int = 10) -> list[MemoryEntry]:
-        terms = query_terms(text)
-        if not terms:
-            return []
-        rows = await self.conn.fetch(
-            f"SELECT {COLUMNS}, ts_rank_cd(search_vector, q) AS score FROM memories, "
-            "to_tsquery('english'::regconfig, $1) q WHERE search_vector @@ q AND user_id = $2 "
-            "ORDER BY score DESC, id LIMIT $3",
-            tsquery_expression(terms),
-            user_id,
-            limit,
-        )
-        return [_entry(row, row[6]) for row in rows]
-
-    async def list_keys(self, user_id: str) -> list[str]:
-        rows = await self.conn.fetch(
-            "SELECT key FROM memories WHERE user_id = $1 ORDER BY updated_at DESC, id DESC", user_id
-        )
-        return [row[0] for row in rows]
-
-    async def delete(self, user_id: str, key: str) -> bool:
-        status = await self.conn.execute(
-            "DELETE FROM memories WHERE user_id = $1 AND key = $2", user_id, key
-        )
-        return status != "DELETE 0"
-
-
-class AsyncmemImpl:
-    def __init__(self, backend: SQLBackend) -> None:
-        self.backend = backend
-        self.name = f"asyncmem ({backend.dialect})"
-
-    async def open(self) -> None:
-        await self.backend.open()
-
-    async def aclose(self) -> None:
-        await self.backend.aclose()
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.backend, name)
 
 
 def _pct(samples: list[int], q: float) -> float:
@@ -303,67 +168,47 @@ async def concurrent(impl: Any, work: Workload, tasks: int, ops_per_task: int) -
     }
 
 
-def bulk_load(path: Path, work: Workload) -> None:
-    conn = sqlite3.connect(path)
-    with conn:
-        now = time.time()
-        conn.executemany(
-            "INSERT INTO memories (user_id, key, value, metadata, created_at, updated_at) "
-            "VALUES (?, ?, ?, '{}', ?, ?)",
-            [(work.user_id, key, value, now, now) for key, value in work.items],
-        )
-    conn.close()
+Opener = Callable[[], AbstractAsyncContextManager[Any]]
 
 
-async def _fresh_sqlite(directory: Path) -> Path:
-    path = directory / f"{uuid.uuid4().hex}.db"
-    async with SQLBackend(f"sqlite:///{path}"):
-        pass
-    return path
+def _openers(names: list[str], directory: Path, url: str | None) -> dict[str, Opener]:
+    """Each implementation open on a fresh, empty database of its own, as
+    benchmarks/concurrency.py opens them (naive: on the floor's schema, SQLite only)."""
+    found = openers([name for name in names if name != "naive"], directory, url, None)
+
+    @asynccontextmanager
+    async def naive() -> AsyncIterator[Any]:
+        path = directory / f"naive-{uuid.uuid4().hex[:12]}.db"
+        await asyncio.to_thread(sqlite_floor_file, path, {})
+        yield NaiveSQLite(path)
+
+    return {name: naive if name == "naive" else found[name] for name in names}
 
 
-def _median_nested(runs: list[dict[str, Any]]) -> dict[str, Any]:
-    first = runs[0]
-    merged: dict[str, Any] = {}
-    for key, value in first.items():
-        if isinstance(value, dict):
-            merged[key] = _median_nested([run[key] for run in runs])
-        else:
-            merged[key] = statistics.median(run[key] for run in runs)
-    return merged
-
-
-async def run_sqlite(args: argparse.Namespace, directory: Path) -> dict[str, Any]:
+async def _runs(
+    args: argparse.Namespace, directory: Path, url: str | None, names: list[str]
+) -> dict[str, Any]:
+    seq_runs: dict[str, list[dict[str, Any]]] = {name: [] for name in names}
+    conc_runs: dict[str, list[dict[str, Any]]] = {name: [] for name in names}
     work = make_workload(args.size)
-    makers: dict[str, Callable[[Path], Any]] = {
-        "floor": AiosqliteFloor,
-        "asyncmem": lambda p: AsyncmemImpl(SQLBackend(f"sqlite:///{p}")),
-        "naive": NaiveSQLite,
-    }
-    seq_runs: dict[str, list[dict[str, Any]]] = {name: [] for name in makers}
-    conc_runs: dict[str, list[dict[str, Any]]] = {name: [] for name in makers}
     for _ in range(args.repeat):
-        for name, make in makers.items():
-            impl = make(await _fresh_sqlite(directory))
-            await impl.open()
-            seq_runs[name].append(await sequential(impl, work))
-            await impl.aclose()
-            impl = make(await _fresh_sqlite(directory))
-            await impl.open()
-            conc_runs[name].append(
-                await concurrent(impl, make_workload(1000), args.tasks, args.ops_per_task)
-            )
-            await impl.aclose()
+        for name, opener in _openers(names, directory, url).items():
+            async with opener() as impl:
+                seq_runs[name].append(await sequential(impl, work))
+            async with opener() as impl:
+                conc_runs[name].append(
+                    await concurrent(impl, make_workload(1000), args.tasks, args.ops_per_task)
+                )
     return {
-        "sequential": {n: _median_nested(r) for n, r in seq_runs.items()},
-        "concurrent": {n: _median_nested(r) for n, r in conc_runs.items()},
+        "sequential": {n: median_runs(r) for n, r in seq_runs.items()},
+        "concurrent": {n: median_runs(r) for n, r in conc_runs.items()},
     }
 
 
 def _matches(work: Workload, question: str) -> float:
     """Share of the memories that contain a word of ``question`` (what the query must rank)."""
-    terms = set(query_terms(question))
-    hits = sum(bool(terms & set(query_terms(value))) for _, value in work.items)
+    terms = set(floor_terms(question))
+    hits = sum(bool(terms & set(floor_terms(value))) for _, value in work.items)
     return hits / len(work.items)
 
 
@@ -374,14 +219,20 @@ async def run_scaling(args: argparse.Namespace, directory: Path) -> dict[str, An
     for size in [int(s) for s in args.scaling.split(",")]:
         work = make_workload(size, questions=200)
         kinds = {"rare": work.questions[0::2], "common": work.questions[1::2]}
-        path = await _fresh_sqlite(directory)
-        bulk_load(path, work)
         row: dict[str, Any] = {
             f"{kind} matched": statistics.median(_matches(work, q) for q in questions[:20])
             for kind, questions in kinds.items()
         }
-        for impl in (AiosqliteFloor(path), AsyncmemImpl(SQLBackend(f"sqlite:///{path}"))):
-            await impl.open()
+        floor = AiosqliteFloor(directory / f"scaling-floor-{size}.db")
+        await floor.open()
+        await floor.load(work.user_id, work.items)
+        backend = SQLBackend(f"sqlite:///{directory / f'scaling-asyncmem-{size}.db'}")
+        await backend.open()
+        for start in range(0, size, 1000):
+            chunk = work.items[start : start + 1000]
+            await backend.store_many(work.user_id, [{"key": k, "value": v} for k, v in chunk])
+        impls: dict[str, Any] = {"floor": floor, "asyncmem": backend}
+        for name, impl in impls.items():
             for kind, questions in kinds.items():
                 p50s = []
                 for _ in range(args.repeat):
@@ -389,81 +240,31 @@ async def run_scaling(args: argparse.Namespace, directory: Path) -> dict[str, An
                     for question in questions:
                         await _timed(samples, impl.query(work.user_id, question, 10))
                     p50s.append(_pct(samples, 0.5))
-                row[f"{impl.name} {kind}"] = statistics.median(p50s)
-            await impl.aclose()
+                row[f"{name} {kind}"] = statistics.median(p50s)
+        await floor.aclose()
+        await backend.aclose()
         out[str(size)] = row
     return out
 
 
-async def run_pg(args: argparse.Namespace) -> dict[str, Any]:
-    import asyncpg
-
-    work = make_workload(args.size)
-    admin = await asyncpg.connect(args.pg.replace("+asyncpg", ""))
-    seq_runs: dict[str, list[dict[str, Any]]] = {}
-    conc_runs: dict[str, list[dict[str, Any]]] = {}
-    try:
-        for _ in range(args.repeat):
-            for name in ("floor", "asyncmem"):
-                for phase, runs in (("seq", seq_runs), ("conc", conc_runs)):
-                    schema = f"bench_{uuid.uuid4().hex[:10]}"
-                    backend = SQLBackend(args.pg, schema=schema, auto_migrate=True)
-                    await backend.open()
-                    impl: Any = AsyncmemImpl(backend)
-                    if name == "floor":
-                        await backend.aclose()
-                        impl = AsyncpgFloor(args.pg, schema)
-                        await impl.open()
-                    if phase == "seq":
-                        result = await sequential(impl, work)
-                    else:
-                        result = await concurrent(
-                            _PoolView(impl) if name == "floor" else impl,
-                            make_workload(1000),
-                            args.tasks,
-                            args.ops_per_task,
-                        )
-                    runs.setdefault(name, []).append(result)
-                    await impl.aclose()
-                    await admin.execute(f'DROP SCHEMA "{schema}" CASCADE')
-    finally:
-        await admin.close()
-    return {
-        "sequential": {n: _median_nested(r) for n, r in seq_runs.items()},
-        "concurrent": {n: _median_nested(r) for n, r in conc_runs.items()},
-    }
-
-
-class _PoolView:
-    """The asyncpg floor through its pool, for concurrent tasks."""
-
-    def __init__(self, floor: AsyncpgFloor) -> None:
-        self.floor = floor
-
-    def __getattr__(self, name: str) -> Any:
-        method = getattr(AsyncpgFloor, name)
-
-        async def call(*args: Any) -> Any:
-            async with self.floor.pool.acquire() as conn:
-                view = AsyncpgFloor.__new__(AsyncpgFloor)
-                view.conn = conn
-                return await method(view, *args)
-
-        return call
-
-
-def _table(title: str, seq: dict[str, Any], conc: dict[str, Any], floor: str) -> list[str]:
-    lines = [f"### {title}", "", "| operation | " + " | ".join(seq) + " | asyncmem / floor |"]
-    lines.append("|---" * (len(seq) + 2) + "|")
-    for op in seq[floor]:
-        cells = [f"{seq[name][op]['p50']:.0f} µs" for name in seq]
-        ratio = seq["asyncmem"][op]["p50"] / seq[floor][op]["p50"]
-        lines.append(f"| {op} p50 | " + " | ".join(cells) + f" | {ratio:.2f}× |")
-    cells = [
-        f"{conc[name]['ops_per_s']:.0f} ops/s (p99 {conc[name]['p99']:.0f} µs)" for name in conc
+def _table(title: str, seq: dict[str, Any], conc: dict[str, Any]) -> list[str]:
+    names = list(seq)
+    others = [name for name in names if name != "floor"]
+    lines = [
+        f"### {title}",
+        "",
+        "| operation | " + " | ".join([*names, *(f"{n} / floor" for n in others)]) + " |",
+        "|---" * (len(names) + len(others) + 1) + "|",
     ]
-    ratio = conc["asyncmem"]["ops_per_s"] / conc[floor]["ops_per_s"]
-    lines.append("| 64 tasks, 70/20/10 | " + " | ".join(cells) + f" | {ratio:.2f}× |")
+    for op in seq["floor"]:
+        cells = [f"{seq[name][op]['p50']:.0f} µs" for name in names]
+        cells += [f"{seq[name][op]['p50'] / seq['floor'][op]['p50']:.2f}×" for name in others]
+        lines.append(f"| {op} p50 | " + " | ".join(cells) + " |")
+    cells = [
+        f"{conc[name]['ops_per_s']:.0f} ops/s (p99 {conc[name]['p99']:.0f} µs)" for name in names
+    ]
+    cells += [f"{conc[name]['ops_per_s'] / conc['floor']['ops_per_s']:.2f}×" for name in others]
+    lines.append("| 64 tasks, 70/20/10 | " + " | ".join(cells) + " |")
     return [*lines, ""]
 
 
@@ -478,16 +279,21 @@ async def main() -> None:
     parser.add_argument("--pg", help="PostgreSQL URL to benchmark too")
     parser.add_argument("--scaling", default="", help="comma-separated sizes for query scaling")
     parser.add_argument("--no-sqlite", action="store_true")
+    parser.add_argument("--impls", default="floor,asyncmem,langgraph,naive")
+    parser.add_argument("--dir", help="where SQLite scratch files go (default: tmpfs)")
     parser.add_argument("--json", help="write the raw numbers here")
     args = parser.parse_args()
+    names = [name for name in args.impls.split(",") if name]
+    if "floor" not in names:
+        parser.error("--impls must include floor: ratios are to it")
     report: dict[str, Any] = {"args": vars(args)}
     lines = [f"size {args.size}, repeat {args.repeat} (medians), {args.tasks} tasks", ""]
-    with tempfile.TemporaryDirectory() as scratch:
+    with scratch_dir(args.dir) as scratch:
         if not args.no_sqlite:
-            report["sqlite"] = sq = await run_sqlite(args, Path(scratch))
-            lines += _table("SQLite", sq["sequential"], sq["concurrent"], "floor")
+            report["sqlite"] = sq = await _runs(args, scratch, None, names)
+            lines += _table("SQLite", sq["sequential"], sq["concurrent"])
         if args.scaling:
-            report["scaling"] = sc = await run_scaling(args, Path(scratch))
+            report["scaling"] = sc = await run_scaling(args, scratch)
             lines += [
                 "### query p50 by size (SQLite)",
                 "",
@@ -496,17 +302,17 @@ async def main() -> None:
             ]
             for size, row in sc.items():
                 for kind in ("rare", "common"):
-                    floor = row[f"floor (aiosqlite) {kind}"]
-                    ours = row[f"asyncmem (sqlite) {kind}"]
+                    floor, ours = row[f"floor {kind}"], row[f"asyncmem {kind}"]
                     matched = row[f"{kind} matched"]
                     lines.append(
                         f"| {size} | {kind} words | {matched:.1%} | {floor:.0f} µs | "
                         f"{ours:.0f} µs | {ours / floor:.2f}× |"
                     )
             lines.append("")
-    if args.pg:
-        report["postgresql"] = pg = await run_pg(args)
-        lines += _table("PostgreSQL", pg["sequential"], pg["concurrent"], "floor")
+        if args.pg:
+            pg_names = [name for name in names if name != "naive"]
+            report["postgresql"] = pg = await _runs(args, scratch, args.pg, pg_names)
+            lines += _table("PostgreSQL", pg["sequential"], pg["concurrent"])
     print("\n".join(lines))
     if args.json:
         Path(args.json).write_text(json.dumps(report, indent=2))

@@ -1,0 +1,117 @@
+"""SQLite: a call that is one statement and alone in its batch runs as that statement only.
+
+A lone write statement (a plain store or delete) runs in autocommit, its own transaction,
+without ``BEGIN IMMEDIATE`` / ``COMMIT`` around it; a write of several statements (a
+conversation turn) and a batch of several calls still run in ``BEGIN IMMEDIATE``. Either
+way a call that raised changed nothing, and the connection is left with no transaction open.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from asyncmem import SchemaError, SQLBackend
+from asyncmem.sql.compiled import SQL
+from asyncmem.sql.drivers import SQLiteDriver
+
+
+class Fault(Exception):
+    pass
+
+
+@pytest.fixture
+async def store(tmp_path: Path) -> AsyncIterator[SQLBackend]:
+    async with SQLBackend(f"sqlite:///{tmp_path / 'memory.db'}") as backend:
+        yield backend
+
+
+def _writer(backend: SQLBackend) -> SQLiteDriver:
+    driver = backend._driver
+    assert isinstance(driver, SQLiteDriver)
+    return driver
+
+
+async def _traced(backend: SQLBackend) -> list[str]:
+    """Every statement the writer connection runs from now on (SQLite's trace)."""
+    seen: list[str] = []
+    writer = _writer(backend).writer
+    connection = writer._connection
+    assert connection is not None
+    await writer._execute(connection.set_trace_callback, seen.append)  # type: ignore[no-untyped-call]
+    return seen
+
+
+async def _in_transaction(backend: SQLBackend) -> bool:
+    writer = _writer(backend).writer
+    connection = writer._connection
+    assert connection is not None
+    found: bool = await writer._execute(lambda: connection.in_transaction)  # type: ignore[no-untyped-call]
+    return found
+
+
+async def test_a_lone_plain_write_is_one_statement(store: SQLBackend) -> None:
+    seen = await _traced(store)
+    await store.store("alice", "k", "v")
+    assert await store.delete("alice", "k") is True
+    assert not [s for s in seen if s.startswith(("BEGIN", "COMMIT", "SAVEPOINT"))], seen
+    ours = [s.split()[0] for s in seen if s.startswith(("INSERT INTO memories ", "DELETE FROM"))]
+    assert set(ours) == {"INSERT", "DELETE"}  # (the trace repeats a statement per step)
+
+
+async def test_a_turn_still_runs_in_begin_immediate(store: SQLBackend) -> None:
+    seen = await _traced(store)
+    await store.store("alice", "t1", "a turn", {"session": "s"})
+    assert seen[0] == "BEGIN IMMEDIATE"
+    assert seen[-1] == "COMMIT"
+
+
+async def test_concurrent_lone_writes_share_one_transaction(store: SQLBackend) -> None:
+    seen = await _traced(store)
+    await asyncio.gather(*(store.store("alice", f"k{i}", "v") for i in range(20)))
+    assert "BEGIN IMMEDIATE" in seen
+    assert "SAVEPOINT asyncmem_call" in seen
+    assert len(await store.list_keys("alice")) == 20
+
+
+async def test_a_lone_write_that_fails_changes_nothing(store: SQLBackend) -> None:
+    await store.store("alice", "k", "before")
+    driver = _writer(store)
+
+    def hook(sql: SQL) -> None:
+        if sql.text.startswith("INSERT"):
+            raise Fault("before the statement")
+
+    driver.fault_hook = hook
+    with pytest.raises(Fault):
+        await store.store("alice", "k", "after")
+    driver.fault_hook = None
+    assert not await _in_transaction(store)
+    entry = await store.retrieve("alice", "k")
+    assert entry is not None
+    assert entry.value == "before"
+
+
+async def test_a_lone_write_sqlite_refuses_leaves_no_transaction(store: SQLBackend) -> None:
+    """A statement that fails inside SQLite (here: a constraint) is rolled back by SQLite."""
+    driver = _writer(store)
+    bad = SQL("INSERT INTO memories (id, user_id) VALUES (1, NULL)", (), {})
+    with pytest.raises(sqlite3.IntegrityError):
+        await driver.fetch(bad, (), write=True)
+    assert not await _in_transaction(store)
+    await store.store("alice", "k", "v")
+    assert (await store.retrieve("alice", "k")) is not None
+
+
+async def test_errors_still_translate(store: SQLBackend) -> None:
+    driver = _writer(store)
+    missing = SQL("DELETE FROM no_such_table RETURNING 1", (), {})
+    with pytest.raises(SchemaError):
+        await store._fetch("delete", missing, (), write=True)
+    with pytest.raises(SchemaError):
+        await store._fetch("retrieve", SQL("SELECT * FROM no_such_table", (), {}), ())
+    assert driver.fault_hook is None
