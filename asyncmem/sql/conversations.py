@@ -9,8 +9,10 @@ or not at all: a call that raised changed nothing, and no context keeps the word
 turn.
 
 Each function awaits only its transaction's statements (on SQLite the whole transaction runs in
-the writer's thread in one trip). On PostgreSQL the caller first takes the users' advisory
-locks with :func:`lock_users`.
+the writer's thread in one trip). On PostgreSQL the users' advisory locks come first: callers
+that know the users pass them to ``driver.atomic(lock=sql.lock_user, lock_users=...)``, which
+sends ``BEGIN`` and the locks in one round trip; :func:`lock_users` is for users found inside
+the transaction (``purge_expired``).
 """
 
 from __future__ import annotations

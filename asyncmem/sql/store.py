@@ -302,17 +302,15 @@ class SQLBackend(BackendBase):
         body: Callable[[Transaction], Coroutine[Any, Any, _T]],
     ) -> _T:
         """Run ``body`` as one write transaction that first takes the ``users``' locks
-        (:func:`~asyncmem.sql.conversations.lock_users`); on SQLite in one trip to the writer.
+        (PostgreSQL: in the same round trip as ``BEGIN``); on SQLite in one trip to the writer.
 
         ``body`` may await only its transaction's statements (see ``SQLiteDriver.atomic``).
         Either everything it wrote commits, or nothing does.
         """
-
-        async def locked(transaction: Transaction) -> _T:
-            await conversations.lock_users(transaction, self._sql, users)
-            return await body(transaction)
-
-        return await self._run(operation, lambda driver: driver.atomic(locked))
+        lock = self._sql.lock_user
+        return await self._run(
+            operation, lambda driver: driver.atomic(body, lock=lock, lock_users=users)
+        )
 
     def _now(self) -> float:
         """This process's clock, never repeating, for SQLite writes (which it serialises)."""
