@@ -8,9 +8,11 @@ of the question's weight its text covers (each term weighted by its rarity among
 candidates), and how many of the question's terms sit close together in it.
 :func:`~asyncmem.sql.search.rerank` adds them with small weights.
 
-Terms are matched as words after a crude stemmer ("tomato" finds "tomatoes", "diving"
-finds "dive"), a CJK term (a character or a pair) inside a word. Stage one has its own
-stemmer; this one only has to agree with itself.
+Terms are matched as the very words the question used, without stemming: stage one already
+finds a memory by the stems of the question's words, and rewarding the exact form on top of
+that measured better than a second, crude stemmer (recall@1 / recall@10 / MRR@10 on the
+shipped set 0.462/0.761/0.564 against 0.449/0.761/0.556; RealMem turns and facts within
+0.001). A CJK term (a character or a pair) is found inside a word.
 """
 
 from __future__ import annotations
@@ -21,34 +23,21 @@ import unicodedata
 from collections.abc import Sequence
 from itertools import pairwise
 
-__all__ = ["COVERAGE_CHARS", "PROXIMITY_WORDS", "coverage_and_proximity", "stem"]
+__all__ = ["COVERAGE_CHARS", "PROXIMITY_WORDS", "coverage_and_proximity"]
 
 COVERAGE_CHARS = 2000
 """At most this much of a candidate's own text is read, so the second pass stays cheap on
-long replies. Offline on the captured top 50 (recall@1 / recall@10 / MRR@10, RealMem turns
-| facts | shipped): 4000 → 0.048/0.299/0.165 | 0.124/0.475/0.322 | 0.458/0.761/0.562 at 2.6
-ms a question on turns; 2000 → 0.048/0.300/0.165 | 0.124/0.474/0.322 | the same, 2.2 ms;
-1000 → 0.045/0.298/0.163 | 0.122/0.475/0.319."""
+long replies. Offline on each question's captured top 50 (recall@1 / recall@10 / MRR@10,
+RealMem turns | facts | shipped): 4000 → 0.049/0.299/0.164 | 0.125/0.474/0.321 |
+0.462/0.761/0.564; 2000 → 0.047/0.299/0.164 | 0.124/0.474/0.321 | the same; 1000 →
+0.047/0.299/0.163 | 0.121/0.474/0.318 | the same. Cost on RealMem turns (long replies),
+reading every candidate: 2.6 ms a question at 4000, 2.2 at 2000, 1.7 at 1000; reading only
+the candidates that can still reach the top (see ``search._second_pass``) about 1 ms."""
 PROXIMITY_WORDS = 3
 """Two different question terms at most this many words apart count as near."""
 
 _WORD = re.compile(r"[^\W_]+")
-_ENDING = re.compile(r"(?:ingly|edly|ings|ing|ed|es|ly|s|e)$")
 _CJK = re.compile("[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uff66-\uff9f]")
-
-
-def stem(word: str) -> str:
-    """``word`` without one common English ending ("ies" → "y"), if three letters remain.
-
-    Crude on purpose: it only has to map a question's word and the text's word to the same
-    string ("tomatoes" / "tomato", "diving" / "dive", "cherries" / "cherry").
-    """
-    if len(word) <= 4 or not word.isascii():
-        return word
-    if word.endswith(("ies", "ied")):
-        return word[:-3] + "y"
-    stripped = _ENDING.sub("", word)
-    return stripped if len(stripped) >= 3 else word
 
 
 _ASCII_WORDS = str.maketrans({c: " " for c in map(chr, range(128)) if not c.isalnum()})
@@ -70,37 +59,26 @@ def coverage_and_proximity(terms: Sequence[str], texts: Sequence[str]) -> list[t
 
     A term's weight is BM25's inverse document frequency among ``texts`` (the candidates),
     so a word every candidate has counts for little. Texts with none of the terms, and
-    questions of one term (for proximity), give 0. Terms are compared to words after
-    :func:`stem`; a CJK term (a character or a pair) is found inside a word.
+    questions of one term (for proximity), give 0. Terms are compared to words as they are
+    (see the module's docstring); a CJK term (a character or a pair) is found inside a word.
     """
     if not terms or not texts:
         return [(0.0, 0.0) for _ in texts]
-    wanted: dict[str, int] = {}
-    for index, term in enumerate(terms):
-        wanted.setdefault(stem(term), index)
+    wanted = {term: index for index, term in reversed(list(enumerate(terms)))}
     cjk = [(index, term) for index, term in enumerate(terms) if _CJK.search(term)]
-    prefixes = {key[:3] for key in wanted}
+    term_of = dict(wanted)
     seen: set[str] = set()
-    term_of: dict[str, int] = {}
-
-    def learn(words: set[str]) -> None:
-        new = words - seen
-        seen.update(new)
-        for word in new if cjk else [word for word in new if word[:3] in prefixes]:
-            index = wanted.get(word, -1)
-            if index < 0:
-                index = wanted.get(stem(word), -1)
-            if index < 0 and cjk:
-                index = next((i for i, piece in cjk if piece in word), -1)
-            if index >= 0:
-                term_of[word] = index
-
     found: list[tuple[list[str], set[str]]] = []
     frequency = [0] * len(terms)
     for text in texts:
         words = _words(text)
         distinct = set(words)
-        learn(distinct)
+        if cjk:
+            for word in distinct - seen:
+                index = next((i for i, piece in cjk if piece in word), -1)
+                if index >= 0:
+                    term_of.setdefault(word, index)
+            seen |= distinct
         matched = distinct.intersection(term_of)
         found.append((words, matched))
         for found_term in {term_of[word] for word in matched}:

@@ -345,30 +345,51 @@ def session_of(metadata: Mapping[str, Any]) -> str | None:
 
 
 COVERAGE_WEIGHT = 0.15
-"""Added times the weighted share of the question's terms a candidate's own text holds.
+"""Added times the weighted share of the question's words a candidate's own text holds.
 
 The database's BM25 mixes a memory's own words with its neighbours' and facets', so a turn
 found only through its context can outrank the turn that says it; the second pass
-(:func:`~asyncmem.sql.coverage.coverage_and_proximity`) reads the candidates' own text.
-Measured offline on the captured top 50 of each question, then by the replay
-(``benchmarks/relevance.py``); recall@1 / recall@10 / MRR@10, RealMem turns | facts |
-shipped (issue 21's extended set): 0 → 0.045/0.299/0.163 | 0.120/0.470/0.316 |
-0.449/0.761/0.557; 0.15 (with proximity 0.05) → 0.049/0.300/0.165 | 0.124/0.475/0.321 |
-0.458/0.761/0.562; 0.3 → 0.048/0.298/0.164 | 0.125/0.478/0.323 | 0.449/0.761/0.558; 0.5
-→ turns recall@10 0.293. Small, but up on all three sets; long replies (shipped
-``long-reply``) recall@1 0.762 → 0.810."""
+(:mod:`asyncmem.sql.coverage`) reads the candidates' own text (value and caption).
+Measured offline on each question's captured top 50, recall@1 / recall@10 / MRR@10,
+RealMem turns | facts | shipped (issue 21's extended set, captions not yet indexed), with
+proximity 0.05: 0 → 0.046/0.299/0.164 | 0.122/0.470/0.317 | 0.449/0.761/0.557; 0.1 →
+0.046/0.299/0.163 | 0.125/0.472/0.320 | 0.462/0.761/0.564; 0.15 → 0.047/0.299/0.164 |
+0.124/0.474/0.321 | 0.462/0.761/0.564; 0.2 → 0.048/0.299/0.164 | 0.125/0.474/0.321 |
+0.458/0.761/0.563; 0.4 → 0.047/0.296/0.163 | 0.126/0.475/0.323 | 0.449/0.761/0.558.
+Small gains, on all three sets; recall@10 is where stage one put it."""
 PROXIMITY_WEIGHT = 0.05
-"""Added times the share of the question's term pairs that sit near each other in it.
+"""Added times the share of the question's word pairs that sit near each other in it.
 
-Measured with coverage 0.15 (as above): 0 → 0.048/0.298/0.164 | 0.125/0.476/0.322 |
-0.458/0.761/0.562; 0.05 best on turns; 0.15 → turns 0.046/0.298/0.164, facts
-0.127/0.477/0.324; 0.4 (alone) → turns recall@10 0.298, facts 0.475."""
+With coverage 0.15 (as above): 0 → 0.047/0.298/0.164 | 0.124/0.473/0.320 |
+0.462/0.761/0.564; 0.05 → 0.047/0.299/0.164 | 0.124/0.474/0.321 | 0.462/0.761/0.564; 0.1
+→ 0.047/0.299/0.164 | 0.126/0.474/0.321 | 0.462/0.761/0.565: flat, 0.05 kept."""
 
 
 def caption_of(metadata: Mapping[str, Any]) -> str:
     """The caption or alt text of a memory's attachment (:data:`CAPTION_KEY`), or ""."""
     caption = metadata.get(CAPTION_KEY)
     return caption[:CAPTION_CHARS] if isinstance(caption, str) else ""
+
+
+def _second_pass(
+    terms: Sequence[str],
+    final: list[float],
+    metadata: Sequence[Mapping[str, Any]],
+    values: Sequence[str],
+    limit: int,
+) -> None:
+    """Add coverage and proximity to ``final``, reading only the candidates that could still
+    reach the top ``limit``: each gains at most the two weights, so one that far behind
+    the ``limit``-th cannot, and its text is not read."""
+    room = COVERAGE_WEIGHT + PROXIMITY_WEIGHT
+    bar = sorted(final, reverse=True)[min(limit, len(final)) - 1] - room
+    read = [i for i, score in enumerate(final) if score >= bar]
+    own = [
+        f"{values[i]}\n{caption}" if (caption := caption_of(metadata[i])) else values[i]
+        for i in read
+    ]
+    for i, (coverage, proximity) in zip(read, coverage_and_proximity(terms, own), strict=True):
+        final[i] += COVERAGE_WEIGHT * coverage + PROXIMITY_WEIGHT * proximity
 
 
 def rerank(
@@ -410,13 +431,8 @@ def rerank(
             for i, text in enumerate(values):
                 if _TIME_WORDS.search(text[:CONTEXT_CHARS]):
                     final[i] += TEMPORAL_BOOST
-        if COVERAGE_WEIGHT or PROXIMITY_WEIGHT:
-            own = [
-                f"{text}\n{caption}" if (caption := caption_of(meta)) else text
-                for text, meta in zip(values, metadata, strict=True)
-            ]
-            for i, (coverage, proximity) in enumerate(coverage_and_proximity(terms, own)):
-                final[i] += COVERAGE_WEIGHT * coverage + PROXIMITY_WEIGHT * proximity
+        if COVERAGE_WEIGHT > 0 or PROXIMITY_WEIGHT > 0:
+            _second_pass(terms, final, metadata, values, limit)
     order = sorted(range(len(final)), key=lambda i: (-final[i], i))
     return [(i, final[i]) for i in order[:limit]]
 
