@@ -12,7 +12,9 @@ Terms are matched as the very words the question used, without stemming: stage o
 finds a memory by the stems of the question's words, and rewarding the exact form on top of
 that measured better than a second, crude stemmer (recall@1 / recall@10 / MRR@10 on the
 shipped set 0.462/0.761/0.564 against 0.449/0.761/0.556; RealMem turns and facts within
-0.001). A CJK term (a character or a pair) is found inside a word.
+0.001). So ``terms`` must be the question's words as written (lower-cased, as
+:func:`~asyncmem.sql.search.query_terms` gives them), not stems. A CJK term (a character or
+a pair) is found inside a word.
 """
 
 from __future__ import annotations
