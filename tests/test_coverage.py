@@ -94,3 +94,23 @@ def test_facets_hold_the_caption_and_its_cjk_pieces() -> None:
     assert facets == "Jess A tabby cat in purple yarn"
     assert "咪咪" in facets_of({"caption": "我的猫叫咪咪"}).split()
     assert facets_of({"caption": ["not", "text"]}) == ""
+
+
+def test_the_second_pass_reads_only_candidates_that_can_reach_the_top(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    read: list[list[str]] = []
+
+    def spy(terms: list[str], texts: list[str]) -> list[tuple[float, float]]:
+        read.append(list(texts))
+        return [(1.0, 1.0)] * len(texts)
+
+    monkeypatch.setattr(search, "coverage_and_proximity", spy)
+    scores = [10.0, 9.9, 9.8, 1.0]
+    ranked = rerank(["cat"], scores, [{}] * 4, 2, values=["a", "b", "c", "far behind"])
+    assert read == [["a", "b", "c"]]
+    assert [i for i, _ in ranked] == [0, 1]
+    read.clear()
+    many = [10.0 - i / 100 for i in range(50)]
+    rerank(["cat"], many, [{}] * 50, 10, values=[str(i) for i in range(50)])
+    assert read == [[str(i) for i in range(search.SECOND_PASS_FACTOR * 10)]]
