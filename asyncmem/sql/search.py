@@ -7,13 +7,15 @@ English function words are dropped, and each remaining word is quoted so that FT
 rarer ones.
 
 Ranking is two stages: the database returns :func:`candidate_count` candidates and
-:func:`rerank` orders them, the same on SQLite and PostgreSQL. What ranking needs from
-conversations is built at write time from the metadata keys ``session``, ``speaker`` and
-``date``: :func:`neighbour_contexts` and :func:`facets_of`. Each constant below names the
-measurement that chose it (``benchmarks/relevance.py``; RealMem is a public set of
-conversations with labelled questions, as turns and as extracted facts, used for
-development; "shipped" is ``asyncmem-conversations-v1``, the set in
-``asyncmem/evaluation/data``).
+:func:`rerank` orders them, the same on SQLite and PostgreSQL, ending with a second pass over
+the candidates' own text (:mod:`asyncmem.sql.coverage`). What ranking needs from
+conversations is built at write time from the metadata keys ``session``, ``speaker``,
+``date`` and ``caption``: :func:`neighbour_contexts` and :func:`facets_of`. Each constant
+below names the measurement that chose it (``benchmarks/relevance.py`` and, for stage two
+offline, ``benchmarks/rerank_lab.py``; RealMem is a public set of conversations with
+labelled questions, as turns and as extracted facts, used for development; "shipped" is
+``asyncmem-conversations-v1``, the set in ``asyncmem/evaluation/data``, with issue 21's long
+replies and photo turns unless a measurement says otherwise).
 """
 
 from __future__ import annotations
