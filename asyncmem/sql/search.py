@@ -14,8 +14,9 @@ conversations is built at write time from the metadata keys ``session``, ``speak
 below names the measurement that chose it (``benchmarks/relevance.py`` and, for stage two
 offline, ``benchmarks/rerank_lab.py``; RealMem is a public set of conversations with
 labelled questions, as turns and as extracted facts, used for development; "shipped" is
-``asyncmem-conversations-v1``, the set in ``asyncmem/evaluation/data``, with issue 21's long
-replies and photo turns unless a measurement says otherwise).
+``asyncmem-conversations-v1``, the set in ``asyncmem/evaluation/data``: its first 177
+questions for the constants chosen before issue 21, all 224 for the caption and the second
+pass).
 """
 
 from __future__ import annotations
