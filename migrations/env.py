@@ -18,7 +18,7 @@ from sqlalchemy.engine import URL
 
 from asyncmem.sql.engine import BEGIN_OPTION, normalize_url
 from asyncmem.sql.migrate import migration_engine
-from asyncmem.sql.models import FTS_TABLE, TSVECTOR_COLUMN, Base
+from asyncmem.sql.models import Base
 
 config = context.config
 handed_connection: Connection | None = config.attributes.get("connection")
@@ -27,15 +27,6 @@ if config.config_file_name is not None and handed_connection is None:
     fileConfig(config.config_file_name, disable_existing_loggers=False)
 
 target_metadata = Base.metadata
-
-
-def include_name(name: str | None, type_: str, parent_names: object) -> bool:
-    """Leave out what the ORM does not map: the search index objects made in migrations."""
-    if name is None:
-        return True
-    if type_ == "table":
-        return not name.startswith(FTS_TABLE)
-    return TSVECTOR_COLUMN not in name
 
 
 def database_url() -> URL:
@@ -49,7 +40,6 @@ def do_run_migrations(connection: Connection) -> None:
         connection=connection,
         target_metadata=target_metadata,
         render_as_batch=connection.dialect.name == "sqlite",
-        include_name=include_name,
         compare_type=True,
     )
     with context.begin_transaction():
@@ -70,7 +60,6 @@ def run_migrations_offline() -> None:
         target_metadata=target_metadata,
         literal_binds=True,
         dialect_opts={"paramstyle": "named"},
-        include_name=include_name,
     )
     with context.begin_transaction():
         context.run_migrations()

@@ -70,6 +70,8 @@ async def _write_then_fail(transaction: Any, backend: SQLBackend) -> None:
         context="",
         now=1.0,
         facets="",
+        words="",
+        length=2,
         ttl=None,
         session=None,
     )

@@ -31,6 +31,7 @@ from sqlalchemy.engine import make_url
 from asyncmem import SQLBackend
 from tests._concurrency_worker import SHARED_KEY, USER
 from tests.backends import PG_ENABLED, PG_URL, pg_schema
+from tests.search_index import async_problems, sqlite_problems
 
 ROOT = Path(__file__).resolve().parent.parent
 PROCESSES = 4
@@ -79,9 +80,7 @@ async def _duplicates(url: str, schema: str | None) -> list[Any]:
         raw = sqlite3.connect(make_url(url).database or "")
         try:
             assert raw.execute("PRAGMA integrity_check").fetchall() == [("ok",)]
-            raw.execute(
-                "INSERT INTO memories_fts(memories_fts, rank) VALUES ('integrity-check', 1)"
-            )
+            assert sqlite_problems(raw) == []
             return raw.execute(find).fetchall()
         finally:
             raw.close()
@@ -89,6 +88,7 @@ async def _duplicates(url: str, schema: str | None) -> list[Any]:
 
     connection = await asyncpg.connect(url, server_settings={"search_path": schema})
     try:
+        assert await async_problems(connection.fetch) == []
         return list(await connection.fetch(find))
     finally:
         await connection.close()

@@ -15,8 +15,9 @@ from sqlalchemy import select
 from asyncmem import MemoryEntry, SQLBackend
 from asyncmem.sql import conversations, search, statements
 from asyncmem.sql.models import Memory
-from asyncmem.sql.search import facets_of, neighbour_contexts, session_of
+from asyncmem.sql.search import facets_of, session_of
 from asyncmem.sql.statements import _DIALECTS, compile_sql
+from asyncmem.sql.terms import neighbour_contexts
 from tests.backends import BACKEND_FACTORIES
 
 SQL_BACKENDS = [name for name in ("sqlite", "postgresql") if name in BACKEND_FACTORIES]
@@ -193,6 +194,8 @@ async def test_sqlite_one_trip_transaction_refuses_other_awaits(tmp_path: Path) 
                 context="",
                 now=1.0,
                 facets="",
+                words="",
+                length=1,
                 ttl=None,
                 session=None,
             )

@@ -31,8 +31,9 @@ from typing import Any
 import pytest
 
 from asyncmem import SQLBackend
-from asyncmem.sql.search import neighbour_contexts
+from asyncmem.sql.terms import neighbour_contexts
 from tests._crash_worker import HOT_KEY, USER, Operation, operations
+from tests.search_index import sqlite_problems
 
 ROOT = Path(__file__).resolve().parent.parent
 KILLS = int(os.environ.get("ASYNCMEM_TEST_KILLS", "40"))
@@ -151,7 +152,7 @@ def _read_file(db: Path) -> State:
     raw = sqlite3.connect(db)
     try:
         assert raw.execute("PRAGMA integrity_check").fetchall() == [("ok",)]
-        raw.execute("INSERT INTO memories_fts(memories_fts, rank) VALUES ('integrity-check', 1)")
+        assert sqlite_problems(raw) == []
         duplicates = raw.execute(
             "SELECT user_id, key FROM memories GROUP BY user_id, key HAVING COUNT(*) > 1"
         ).fetchall()

@@ -76,7 +76,7 @@ def test_names_and_values_are_bound_never_in_the_sql(dialect: str) -> None:
         for forbidden in ("weird-name", "OR 1=1", "DROP", "zzz", "1.5"):
             assert forbidden not in sql.text, (kind, forbidden)
         bound = filters.values(where, dialect)
-        args = sql.args(user_id="u", match="m", limit=1, offset=0, after=0, now=0.0, **bound)
+        args = sql.args(user_id="u", terms="[]", limit=1, offset=0, after=0, now=0.0, **bound)
         assert len(args) == len(sql.names)
     assert filtered_statement(dialect, "scan", shape) is filtered_statement(dialect, "scan", shape)
 

@@ -8,7 +8,7 @@ from sqlalchemy import text
 from asyncmem import SchemaError, SQLBackend
 from asyncmem.sql import migrate
 from asyncmem.sql.engine import make_engine, normalize_url
-from asyncmem.sql.search import neighbour_contexts
+from asyncmem.sql.search import neighbour_words as neighbour_contexts
 from tests.migrating import index_matches, insert_memories
 
 TURNS = [

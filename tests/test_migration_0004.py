@@ -10,7 +10,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from asyncmem import SQLBackend
 from asyncmem.sql import migrate
 from asyncmem.sql.engine import make_engine, normalize_url
-from asyncmem.sql.search import neighbour_contexts
+from asyncmem.sql.search import neighbour_words as neighbour_contexts
 from tests.migrating import index_matches, insert_memories
 
 TURNS = [

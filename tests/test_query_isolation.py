@@ -10,8 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-import pytest
-from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from asyncmem import SQLBackend
@@ -71,33 +70,17 @@ def _same(
     )
 
 
-@pytest.fixture
-def isolated_store(request: pytest.FixtureRequest, sql_store: SQLBackend) -> SQLBackend:
-    """``sql_store``; on SQLite the property is expected to fail until issue 16 is fixed."""
-    if sql_store.dialect == "sqlite":
-        request.applymarker(
-            pytest.mark.xfail(
-                strict=True,
-                reason="issue 16: FTS5 bm25() takes document frequencies from every user's rows",
-            )
-        )
-    return sql_store
-
-
 @settings(
     max_examples=15,
     deadline=None,
     database=None,
-    # No shrinking: today's SQLite fails at once and an xfail should cost seconds, not a search
-    # for the smallest counterexample (add Phase.shrink when debugging a failure).
-    phases=[Phase.explicit, Phase.reuse, Phase.generate],
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
 @given(others=OTHERS)
 async def test_other_users_change_no_score(
-    isolated_store: SQLBackend, others: list[tuple[str, str, str | None]]
+    sql_store: SQLBackend, others: list[tuple[str, str, str | None]]
 ) -> None:
-    store = isolated_store
+    store = sql_store
     if not await store.list_keys(ALICE):
         await store.store_many(ALICE, ALICE_MEMORIES)
     alone = await _alice_results(store)

@@ -88,22 +88,6 @@ def test_date_words_leave_other_text_alone(text: str) -> None:
     assert search.date_words(text) == text
 
 
-def test_neighbour_contexts_read_both_sides_and_clip() -> None:
-    assert search.neighbour_contexts([]) == []
-    assert search.neighbour_contexts(["only"]) == [""]
-    long = "x" * (search.CONTEXT_CHARS + 10)
-    assert search.neighbour_contexts([long, "b"], before=1)[1] == "x" * search.CONTEXT_CHARS
-
-
-def test_neighbour_contexts_from_a_position_match_the_whole_list() -> None:
-    turns = ["Where did Ana go?", "To Lisbon, with Ana's sister", "Lisbon in May?", "yes", "ok"]
-    whole = search.neighbour_contexts(turns, before=2, after=2)
-    assert whole[2] == "ana go lisbon sister yes ok"
-    assert search.neighbour_contexts(turns, before=1, after=1)[2] == "lisbon ana sister yes"
-    for first in range(len(turns) + 1):
-        assert search.neighbour_contexts(turns, 2, 2, first=first) == whole[first:]
-
-
 def test_rerank_favours_the_speaker_the_question_names() -> None:
     metadata = [{"speaker": "Tom"}, {"speaker": "Priya Shah"}, {"speaker": "Tom"}]
     assert [i for i, _ in rerank(["shah", "bike"], [10.0, 9.0, 8.0], metadata, 3)] == [1, 0, 2]
@@ -139,9 +123,9 @@ def test_speaker_and_context_words_keep_combining_marks() -> None:
     """Speaker names and neighbour context split words as questions do (marks included)."""
     metadata = [{}, {"speaker": "प्रिया शर्मा"}]
     assert [i for i, _ in rerank(["प्रिया"], [10.0, 9.0], metadata, 2)] == [1, 0]
-    contexts = search.neighbour_contexts(["नमस्ते प्रिया, बिल्ली कहाँ है?", "हाँ"])
+    contexts = search.neighbour_words(["नमस्ते प्रिया, बिल्ली कहाँ है?", "हाँ"])
     assert contexts[1].split() == ["नमस्ते", "प्रिया", "बिल्ली", "कहाँ", "है"]
-    assert search.neighbour_contexts(["İstanbul trip", "yes"])[1] == "istanbul trip"
+    assert search.neighbour_words(["İstanbul trip", "yes"])[1] == "istanbul trip"
 
 
 def test_cjk_words_are_characters_and_pairs() -> None:

@@ -70,7 +70,7 @@ async def test_forget_user_leaves_nothing_in_any_table(sql_store: SQLBackend) ->
     assert await sql_store.forget_user("forgotten-user") == 4
     if sql_store.path is not None:
         tables, cells = _sqlite_cells(Path(sql_store.path))
-        assert {"memories", "memory_versions", "memories_fts_data"} <= tables
+        assert {"memories", "memory_versions", "search_terms", "search_users"} <= tables
         leaks = [(t, c) for t, c in cells for w in SECRET_WORDS if w.encode() in c]
     else:
         assert sql_store.schema is not None

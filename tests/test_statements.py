@@ -27,28 +27,19 @@ PLACEHOLDER = {"sqlite": re.compile(r"\?"), "postgresql": re.compile(r"\$(\d+)")
 def test_every_statement_binds_its_parameters_in_order(dialect: str) -> None:
     statements = statements_for(dialect)
     now = {"now"} if dialect == "sqlite" else set()
+    upsert = {"user_id", "key", "value", "metadata", "ttl", "session", "context", "facets"}
+    upsert |= {"words", "length"} | now
     expected = {
-        "upsert": {"user_id", "key", "value", "metadata", "ttl", "session", "context", "facets"}
-        | now,
+        "upsert": upsert,
         "upsert_many": {"user_id", "items"} | now,
         "retrieve": {"user_id", "key"} | now,
-        "query": {"match", "user_id", "limit"} | now,
+        "query": {"terms", "user_id", "limit"} | now,
         "list_keys": {"user_id", "limit", "offset"} | now,
         "delete": {"user_id", "key"} | now,
         "delete_many": {"user_id", "keys"} | now,
         "forget_user": {"user_id"} | now,
         "history": {"user_id", "key", "limit"} | now,
-        "upsert_plain": {
-            "user_id",
-            "key",
-            "value",
-            "metadata",
-            "ttl",
-            "session",
-            "context",
-            "facets",
-        }
-        | now,
+        "upsert_plain": upsert,
         "delete_plain": {"user_id", "key"} | now,
         "clock": now,
         "expired_turn_users": {"cutoff"},
@@ -88,6 +79,8 @@ def test_arguments_follow_the_compiled_order() -> None:
         session='"s"',
         context="c",
         facets="f",
+        words="w",
+        length=3,
     )
     assert dict(zip(upsert.names, args, strict=True)) == {
         "user_id": "u",
@@ -99,9 +92,11 @@ def test_arguments_follow_the_compiled_order() -> None:
         "session": '"s"',
         "context": "c",
         "facets": "f",
+        "words": "w",
+        "length": 3,
     }
     query = statements_for("sqlite").query
-    assert query.args(match="m", user_id="u", limit=3, now=1.0)[-1] == 0  # the OFFSET default
+    assert query.args(terms="[]", user_id="u", limit=3, now=1.0)[-1] == 0  # the OFFSET default
 
 
 def test_statements_are_compiled_once() -> None:
@@ -162,7 +157,7 @@ async def test_rows_have_the_columns_their_statements_declare(sql_store: SQLBack
     now = time.time()
     cases = [
         (sql.retrieve, sql.retrieve.args(user_id="alice", key="k", now=now)),
-        (sql.query, sql.query.args(match=_match(sql_store), user_id="alice", limit=5, now=now)),
+        (sql.query, sql.query.args(terms=_terms(sql_store), user_id="alice", limit=5, now=now)),
         (sql.list_keys, sql.list_keys.args(user_id="alice", limit=5, offset=0, now=now)),
         (sql.turns_tail, sql.turns_tail.args(user_id="alice", session='"s"')),
         (sql.clock, sql.clock.args(now=now)),
@@ -181,7 +176,9 @@ async def test_rows_have_the_columns_their_statements_declare(sql_store: SQLBack
         "session": None,
     }
     rows = await driver.fetch(
-        upsert, upsert.args(context="", facets="", now=now, **values), write=True
+        upsert,
+        upsert.args(context="", facets="", words="", length=1, now=now, **values),
+        write=True,
     )
     assert list(rows[0].keys()) == list(upsert.columns)
     rows = await driver.fetch(
@@ -190,8 +187,8 @@ async def test_rows_have_the_columns_their_statements_declare(sql_store: SQLBack
     assert list(rows[0].keys()) == list(sql.delete.columns)
 
 
-def _match(backend: SQLBackend) -> str:
-    return fts5_expression(["cat"]) if backend.dialect == "sqlite" else tsquery_expression(["cat"])
+def _terms(backend: SQLBackend) -> str | list[str]:
+    return '["cat"]' if backend.dialect == "sqlite" else ["cat"]
 
 
 def test_the_shipped_compiled_statements_are_todays() -> None:

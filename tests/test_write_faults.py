@@ -26,9 +26,10 @@ from sqlalchemy import select, text
 
 from asyncmem import BackendUnavailableError, MemoryEntry, SQLBackend
 from asyncmem.sql.models import Memory, MemoryVersion
-from asyncmem.sql.search import neighbour_contexts
 from asyncmem.sql.statements import _DIALECTS, SQL, compile_sql
+from asyncmem.sql.terms import neighbour_contexts
 from tests.backends import BACKEND_FACTORIES, PG_URL, pg_schema
+from tests.search_index import async_problems
 
 SQL_BACKENDS = [name for name in ("sqlite", "postgresql") if name in BACKEND_FACTORIES]
 
@@ -110,9 +111,13 @@ async def _check_whole(backend: SQLBackend) -> None:
         for row, context in zip(turns, neighbour_contexts([t[3] for t in turns]), strict=True):
             expected[row[1], row[2]] = context
     assert {(row[1], row[2]): row[9] for row in rows} == expected
-    if backend.dialect == "sqlite":
-        integrity = text("INSERT INTO memories_fts(memories_fts) VALUES ('integrity-check')")
-        await backend._driver.execute(compile_sql(integrity, _DIALECTS["sqlite"]), ())
+    dialect = _DIALECTS[backend.dialect]
+
+    async def fetch(sql: str) -> list[Any]:
+        rows = await backend._driver.fetch(compile_sql(text(sql), dialect), ())
+        return [tuple(row) for row in rows]
+
+    assert await async_problems(fetch) == []
 
 
 async def _conversation(backend: SQLBackend, ttl: float = 3600) -> None:

@@ -29,7 +29,7 @@ __all__ = [
     "load_statements",
 ]
 
-HEAD = "0005_cjk_words"
+HEAD = "0006_user_postings"
 """The Alembic revision this code's schema is at (a test checks it against the scripts)."""
 
 IMPORT_FIELDS = (
@@ -42,6 +42,8 @@ IMPORT_FIELDS = (
     "expires_at",
     "session",
     "facets",
+    "words",
+    "length",
 )
 """The bound fields of each memory of an import statement, ``<field>_<n>``."""
 
@@ -84,7 +86,6 @@ class Statements:
     purge_expired_turns: SQL
     purge_expired_versions: SQL
     set_setting: SQL
-    fts_optimize: SQL
     ping: SQL
     turns_tail: SQL
     turns_before: SQL
@@ -128,12 +129,11 @@ def _from_json(data: Mapping[str, Any]) -> Statements:
 def compiled_for() -> dict[str, Any]:
     """The ranking constants the statements' text depends on (:mod:`asyncmem.sql.search`):
     the shipped file is used only while they are what it was compiled with."""
-    from asyncmem.sql import search
+    from asyncmem.sql import search, terms
 
     return {
-        "bm25_weights": list(search.bm25_weights()),
-        "ts_rank_weights": search.ts_rank_weights(),
-        "bm25": [search.BM25_K1, search.BM25_B, search.BM25_POOL],
+        "bm25": [search.BM25_K1, search.BM25_B],
+        "scale": terms.SCALE,
         "reach": [search.CONTEXT_BEFORE, search.CONTEXT_AFTER],
         "head": HEAD,
     }

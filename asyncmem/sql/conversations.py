@@ -2,7 +2,7 @@
 
 A memory whose metadata names a ``session`` is a turn of that conversation (same user, store
 order), and its ``context`` column holds the words of the turns around it
-(:func:`~asyncmem.sql.search.neighbour_contexts`), so a short answer is found through the
+(:func:`~asyncmem.sql.terms.neighbour_contexts`), so a short answer is found through the
 question before it. Every write that adds, changes, moves or removes a turn calls one of these
 functions on the transaction that does the write, so the write and its upkeep commit together
 or not at all: a call that raised changed nothing, and no context keeps the words of a removed
@@ -21,7 +21,7 @@ from typing import Any
 from asyncmem.sql import search
 from asyncmem.sql.compiled import Statements
 from asyncmem.sql.drivers import Row, Transaction
-from asyncmem.sql.search import neighbour_contexts
+from asyncmem.sql.terms import neighbour_contexts
 
 __all__ = [
     "Change",

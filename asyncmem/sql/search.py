@@ -10,13 +10,13 @@ Ranking is two stages: the database returns :func:`candidate_count` candidates a
 :func:`rerank` orders them, the same on SQLite and PostgreSQL, ending with a second pass over
 the candidates' own text (:mod:`asyncmem.sql.coverage`). What ranking needs from
 conversations is built at write time from the metadata keys ``session``, ``speaker``,
-``date`` and ``caption``: :func:`neighbour_contexts` and :func:`facets_of`. Each constant
-below names the measurement that chose it (``benchmarks/relevance.py`` and, for stage two
-offline, ``benchmarks/rerank_lab.py``; RealMem is a public set of conversations with
-labelled questions, as turns and as extracted facts, used for development; "shipped" is
-``asyncmem-conversations-v1``, the set in ``asyncmem/evaluation/data``: its first 177
-questions for the constants chosen before issue 21, all 224 for the caption and the second
-pass).
+``date`` and ``caption``: :func:`~asyncmem.sql.terms.neighbour_contexts` and
+:func:`facets_of`. Each constant below names the measurement that chose it
+(``benchmarks/relevance.py`` and, for stage two offline, ``benchmarks/rerank_lab.py``;
+RealMem is a public set of conversations with labelled questions, as turns and as extracted
+facts, used for development; "shipped" is ``asyncmem-conversations-v1``, the set in
+``asyncmem/evaluation/data``: its first 177 questions for the constants chosen before issue
+21, all 224 for the caption and the second pass).
 """
 
 from __future__ import annotations
@@ -35,7 +35,6 @@ from asyncmem.sql.coverage import coverage_and_proximity
 __all__ = [
     "BM25_B",
     "BM25_K1",
-    "BM25_POOL",
     "CANDIDATE_FACTOR",
     "CAPTION_CHARS",
     "CAPTION_KEY",
@@ -54,7 +53,6 @@ __all__ = [
     "SPEAKER_BOOST",
     "STOP_WORDS",
     "TEMPORAL_BOOST",
-    "bm25_weights",
     "candidate_count",
     "caption_of",
     "cjk_words",
@@ -62,11 +60,11 @@ __all__ = [
     "facets_of",
     "fts5_expression",
     "is_temporal",
-    "neighbour_contexts",
+    "lower_words",
+    "neighbour_words",
     "query_terms",
     "rerank",
     "session_of",
-    "ts_rank_weights",
     "tsquery_expression",
 ]
 
@@ -124,7 +122,7 @@ _INVISIBLE = re.compile("[\ufe00-\ufe0f\u180b-\u180d\u180f\U000e0100-\U000e01ef]
 """Variation selectors: marks by category, but they only pick a glyph ("❤️", "cat️")."""
 
 
-def _lower_words(text: str) -> Iterator[str]:
+def lower_words(text: str) -> Iterator[str]:
     """The lower-cased words of ``text``, as :func:`query_terms` and the write side read them.
 
     Variation selectors are dropped, and so is the combining dot that lower-casing "İ" adds,
@@ -133,8 +131,24 @@ def _lower_words(text: str) -> Iterator[str]:
     if text.isascii():
         yield from _WORD.findall(text.lower())
         return
-    lowered = unicodedata.normalize("NFKC", text).lower().replace("i\u0307", "i")
-    yield from _words(_INVISIBLE.sub("", lowered))
+    lowered = _INVISIBLE.sub(
+        "", unicodedata.normalize("NFKC", text).lower().replace("i\u0307", "i")
+    )
+    if _MAYBE_MARK.search(lowered) is None:
+        # Most non-ASCII text (curly quotes, dashes, emoji, Latin accents that NFKC composes,
+        # Cyrillic, Greek, CJK) has no combining mark: the plain split gives the same words,
+        # 5× faster.
+        yield from _WORD.findall(lowered)
+        return
+    yield from _words(lowered)
+
+
+_MAYBE_MARK = re.compile(
+    "[\u0300-\u036f\u0483-\u0489\u0591-\u0fff\u1000-\u1dff\u20d0-\u20ff\u2cef-\u2dff"
+    "\u302a-\u309a\ua66f-\uabff\ufb1e\ufe00-\ufe2f\U00010000-\U0010ffff]"
+)
+"""Blocks that hold every combining mark (a test checks each one), and letters around them:
+text without any of these is split by the regular expression alone."""
 
 
 _CJK = re.compile(
@@ -198,7 +212,7 @@ def query_terms(text: str) -> list[str]:
     """
     terms: list[str] = []
     seen: set[str] = set()
-    for term in chain.from_iterable(map(_terms_of, _lower_words(text))):
+    for term in chain.from_iterable(map(_terms_of, lower_words(text))):
         if term in STOP_WORDS or term in seen:
             continue
         seen.add(term)
@@ -261,36 +275,13 @@ Flat where measured (frac@10 facts / turns / shipped): 0.3 → 0.470 / 0.300 / 0
 0.470 / 0.299 / 0.712, 0.8 → 0.469 / 0.299 / 0.712; none of the sets has CJK text."""
 
 
-def bm25_weights() -> tuple[float, float, float, float]:
-    """FTS5 ``bm25()`` column weights: key, value, context, facets."""
-    return (1.0, 1.0, CONTEXT_WEIGHT, FACET_WEIGHT)
-
-
 BM25_K1 = 1.2
-"""BM25's term-frequency saturation on PostgreSQL: FTS5's ``bm25()`` constant, so both agree."""
+"""BM25's term-frequency saturation: FTS5's ``bm25()`` constant."""
 BM25_B = 0.75
-"""BM25's length normalisation on PostgreSQL: FTS5's ``bm25()`` constant, so both agree.
+"""BM25's length normalisation: FTS5's ``bm25()`` constant.
 
 b ≈ 0.3 measured best on short chat turns of another set; on RealMem (PostgreSQL, frac@10 turns /
 facts) 0.5 → 0.287 / 0.470, 0.75 → 0.299 / 0.466, 0.9 → 0.304 / 0.460: FTS5's value kept."""
-
-
-BM25_POOL = 500
-"""PostgreSQL computes BM25 for this many of the matching memories, the best by ``ts_rank``.
-
-BM25 costs a check per question word per row; on every matching row that was 6.3× a plain
-``ts_rank`` query at 5,000 turns of one user (long questions match nearly all of them). On
-the pool, with document frequencies scaled from the pool to all matches, RealMem frac@10
-(turns / facts) is 0.300 / 0.465 against 0.302 / 0.465 on every row (250: 0.297 / 0.464)."""
-
-
-def ts_rank_weights() -> str:
-    """PostgreSQL ``ts_rank_cd`` weights {D, C, B, A}: context 'C', facets 'B', the rest 'A'.
-
-    A ``float4[]`` literal made of the constants above, never of input.
-    """
-    context, facets = float(CONTEXT_WEIGHT), float(FACET_WEIGHT)
-    return f"'{{0.1,{context!r},{facets!r},1.0}}'::float4[]"
 
 
 SPEAKER_BOOST = 0.3
@@ -315,7 +306,7 @@ was a fifth of ``rerank``'s time on the shipped set."""
 @functools.lru_cache(maxsize=SPEAKER_CACHE)
 def _name_words(speaker: str) -> frozenset[str]:
     """A speaker's words: a conversation has few speakers, so they are split once."""
-    return frozenset(_lower_words(speaker))
+    return frozenset(lower_words(speaker))
 
 
 TEMPORAL_BOOST = 0.2
@@ -557,24 +548,15 @@ def _context_words(value: str) -> tuple[str, ...]:
 
 @functools.lru_cache(maxsize=CONTEXT_CACHE)
 def _distinct_words(text: str) -> tuple[str, ...]:
-    return tuple(dict.fromkeys(word for word in _lower_words(text) if word not in STOP_WORDS))
+    return tuple(dict.fromkeys(word for word in lower_words(text) if word not in STOP_WORDS))
 
 
-def neighbour_contexts(
-    values: Sequence[str],
-    before: int | None = None,
-    after: int | None = None,
-    *,
-    first: int = 0,
+def neighbour_words(
+    values: Sequence[str], before: int | None = None, after: int | None = None
 ) -> list[str]:
-    """The context of each turn of one conversation, given all its values in store order.
-
-    A turn's context is the distinct searchable words of up to ``before`` turns before it
-    and ``after`` turns after it (default :data:`CONTEXT_BEFORE`, :data:`CONTEXT_AFTER`),
-    each read to :data:`CONTEXT_CHARS`. Distinct words keep the index small (a turn's text
-    is in several contexts) and measured as well as the full text on RealMem (frac@10 turns
-    0.315 vs 0.314, facts 0.466 vs 0.468). Only the contexts of ``values[first:]`` are
-    returned; the values before are read for their words.
+    """Each turn's context as the full-text indexes of revisions 0003 to 0005 kept it: the
+    distinct words (not terms) of its neighbours, space-separated. Their migrations and the
+    downgrade of 0006 write it; the store writes :func:`~asyncmem.sql.terms.neighbour_contexts`.
     """
     before = CONTEXT_BEFORE if before is None else before
     after = CONTEXT_AFTER if after is None else after
@@ -585,5 +567,5 @@ def neighbour_contexts(
                 chain.from_iterable(words[max(0, i - before) : i] + words[i + 1 : i + 1 + after])
             )
         )
-        for i in range(first, len(words))
+        for i in range(len(words))
     ]

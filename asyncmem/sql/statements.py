@@ -26,7 +26,6 @@ from sqlalchemy import (
     bindparam,
     case,
     cast,
-    column,
     delete,
     func,
     literal,
@@ -34,7 +33,6 @@ from sqlalchemy import (
     null,
     or_,
     select,
-    table,
     text,
     true,
     type_coerce,
@@ -48,9 +46,9 @@ from sqlalchemy.dialects.sqlite import aiosqlite as sqlite_aiosqlite
 from sqlalchemy.engine import Dialect
 from sqlalchemy.sql import ClauseElement
 from sqlalchemy.sql.compiler import SQLCompiler
-from sqlalchemy.sql.expression import ColumnClause, ColumnElement
+from sqlalchemy.sql.expression import ColumnElement
 
-from asyncmem.sql import filters, search
+from asyncmem.sql import filters, search, terms
 from asyncmem.sql.compiled import (
     COMPILED_FILE,
     IMPORT_FIELDS,
@@ -59,7 +57,14 @@ from asyncmem.sql.compiled import (
     as_json,
     compiled_for,
 )
-from asyncmem.sql.models import FTS_TABLE, TSVECTOR_COLUMN, Memory, MemoryVersion, Setting
+from asyncmem.sql.models import (
+    Memory,
+    MemoryVersion,
+    SearchRecent,
+    SearchTerm,
+    SearchUser,
+    Setting,
+)
 
 __all__ = [
     "SQL",
@@ -158,6 +163,8 @@ def _on_conflict(
             Memory.updated_at: updated_at,
             Memory.expires_at: statement.excluded.expires_at,
             Memory.facets: statement.excluded.facets,
+            Memory.words: statement.excluded.words,
+            Memory.length: statement.excluded.length,
         },
         where=Memory.session.is_(None) if only_plain else None,
     )
@@ -186,6 +193,8 @@ def _upsert(dialect_name: str, *, only_plain: bool = False) -> ClauseElement:
         session=bindparam("session", type_=Text),
         context=bindparam("context", type_=Text),
         facets=bindparam("facets", type_=Text),
+        words=bindparam("words", type_=Text),
+        length=bindparam("length", type_=Integer),
     )
     upsert: ClauseElement = _on_conflict(statement, updated_at, only_plain=only_plain).returning(
         Memory.created_at, Memory.updated_at, Memory.expires_at, Memory.id, Memory.session
@@ -196,11 +205,10 @@ def _upsert(dialect_name: str, *, only_plain: bool = False) -> ClauseElement:
 def _upsert_batch(dialect_name: str) -> ClauseElement:
     """Insert or replace many memories of one user in one statement, like :func:`_upsert`.
 
-    The ``items`` parameter is a JSON array of ``[key, value, metadata, ttl, session, facets]``
-    arrays (``context`` starts empty: the store fills it for turns), so the
-    statement text is the same for any number of items. One statement, not ``executemany``,
-    because SQLite flushes the FTS5 index at the end of every statement that writes it
-    (through the sync trigger): per item, that was most of a batch's cost.
+    The ``items`` parameter is a JSON array of ``[key, value, metadata, ttl, session, facets,
+    words, length]`` arrays (``context`` starts empty: the store fills it for turns), so the
+    statement text is the same for any number of items: one statement, not ``executemany``,
+    so a batch costs one statement's overhead.
     """
     inserted_at, updated_at, insert = _clock(dialect_name)
     fields: list[Any]
@@ -215,12 +223,14 @@ def _upsert_batch(dialect_name: str) -> ClauseElement:
             cast(item.op("->>", return_type=Text)(literal_column("3")), Double),
             item.op("->>", return_type=Text)(literal_column("4")),
             item.op("->>", return_type=Text)(literal_column("5")),
+            item.op("->>", return_type=Text)(literal_column("6")),
+            cast(item.op("->>", return_type=Text)(literal_column("7")), Integer),
         ]
     else:
         source = func.json_each(bindparam("items", type_=String())).table_valued("value")
         source = source.alias("item")
-        fields = [func.json_extract(source.c.value, literal_column(f"'$[{i}]'")) for i in range(6)]
-    key, value, metadata, ttl, session, facets = fields
+        fields = [func.json_extract(source.c.value, literal_column(f"'$[{i}]'")) for i in range(8)]
+    key, value, metadata, ttl, session, facets, words, length = fields
     rows_select = select(
         bindparam("user_id", type_=String()),
         key,
@@ -232,6 +242,8 @@ def _upsert_batch(dialect_name: str) -> ClauseElement:
         session,
         literal(""),
         facets,
+        words,
+        length,
     ).where(true())
     statement = insert(Memory).from_select(
         [
@@ -245,6 +257,8 @@ def _upsert_batch(dialect_name: str) -> ClauseElement:
             Memory.session,
             Memory.context,
             Memory.facets,
+            Memory.words,
+            Memory.length,
         ],
         rows_select,
     )
@@ -259,138 +273,80 @@ def _upsert_batch(dialect_name: str) -> ClauseElement:
     return upsert
 
 
-def _query(dialect_name: str, where: filters.Shape = (), terms: int = 0) -> ClauseElement:
-    """Live memories of one user matching a full-text expression (and the ``where`` filter),
-    best first, with a score: the candidates of two-stage ranking (see
-    :func:`~asyncmem.sql.search.rerank`).
+def _query(dialect_name: str, where: filters.Shape = ()) -> ClauseElement:
+    """Live memories of one user sharing index terms with a question (the ``terms``
+    parameter) and matching the ``where`` filter, best first, with their BM25 score: the
+    candidates of two-stage ranking (see :func:`~asyncmem.sql.search.rerank`).
 
-    A memory's own words weigh most, its speaker and date words less, its neighbour turns'
-    words least (the weights are constants of :mod:`asyncmem.sql.search`). SQLite scores
-    with FTS5's ``bm25()``; PostgreSQL computes the same BM25 formula (see :func:`_pg_bm25`)
-    over ``terms`` per-word queries, since its own ``ts_rank`` has no inverse document
-    frequency.
+    BM25 as FTS5's ``bm25()`` computes it, the same on both dialects, over the user's own
+    postings (:class:`~asyncmem.sql.models.SearchTerm` and, for the latest writes,
+    :class:`~asyncmem.sql.models.SearchRecent`): a term's frequency is its weighted
+    count in the memory (a memory's own words weigh most, its speaker and date words less,
+    its neighbour turns' words least, see :mod:`asyncmem.sql.terms`), its document frequency
+    the number of the user's memories holding it, and the number of documents and their
+    average length are the user's (:class:`~asyncmem.sql.models.SearchUser`). Other users'
+    memories change neither what is read nor the scores. ``terms`` is a JSON array on
+    SQLite, a ``text[]`` on PostgreSQL.
     """
     conditions = [_live(dialect_name), *filters.clauses(where, dialect_name)]
-    if dialect_name == "postgresql":
-        return _pg_bm25(conditions, terms)
-    fts = table(FTS_TABLE, column("rowid"))
-    match: ColumnClause[Any] = literal_column(FTS_TABLE)
-    score = (
-        -func.bm25(match, *(literal_column(repr(float(w))) for w in search.bm25_weights()))
-    ).label("score")
-    return (
-        select(*_entry_columns(), score)
-        .select_from(fts.join(Memory, Memory.id == fts.c.rowid))
-        .where(match.match(bindparam("match")), Memory.user_id == bindparam("user_id"), *conditions)
-        .order_by(score.desc(), Memory.id)
-        .limit(bindparam("limit"))
-    )
-
-
-def _pg_bm25(conditions: list[ColumnElement[bool]], terms: int) -> ClauseElement:
-    """BM25 on PostgreSQL, as FTS5's ``bm25()`` computes it, over one user's matching memories.
-
-    For question word *i* (bind parameter ``term<i>``, a one-word ``to_tsquery`` text),
-    ``ts_rank_cd`` of the word alone, with the field weights and no normalisation, is exactly
-    the weighted count of its occurrences (each adds its field's weight): FTS5's phrase
-    frequency. It is computed for the :data:`~asyncmem.sql.search.BM25_POOL` matching rows
-    that ``ts_rank`` puts first; document frequencies and the average length come from that
-    pool (window aggregates, frequencies scaled up to all matching rows), the number of
-    documents from the user's memories (FTS5's statistics cover the whole table: with one
-    user they agree); a row's length is its text's size in bytes (FTS5 counts tokens; the
-    ratio to the average cancels the unit).
-    ``ts_rank`` alone has no inverse document frequency, which cost PostgreSQL 0.09 frac@10
-    on RealMem turns against SQLite (benchmarks/README.md).
-
-    Cost: each row's vector is detoasted once (a lateral copy, or each of the ``terms``
-    calls would fetch it again) and only the narrow scores go through the window; entries
-    are joined back for the top ``limit``.
-    """
-    config: ColumnElement[Any] = literal_column("'english'::regconfig")
-    vector: ColumnClause[Any] = literal_column(f"{Memory.__tablename__}.{TSVECTOR_COLUMN}")
-    weights: ColumnElement[Any] = literal_column(search.ts_rank_weights())
+    postgresql = dialect_name == "postgresql"
 
     def number(value: float) -> ColumnElement[float]:
         return literal_column(repr(float(value)), Double())
 
-    zero, integer_zero = number(0), literal_column("0", Integer())
-    # FROM items, so each query text is parsed once per statement, not once per row.
-    match = func.to_tsquery(config, bindparam("match")).column_valued("question")
-    words = [
-        func.to_tsquery(config, bindparam(f"term{i}")).column_valued(f"word{i}")
-        for i in range(terms)
-    ]
-    loaded = (
-        select(vector.op("||")(literal_column("''::tsvector")).label("vector"))
-        .offset(literal_column("0"))
-        .lateral("loaded")
+    def asked(model: Any) -> ColumnElement[bool]:
+        if postgresql:
+            return model.term == func.any(bindparam("terms", type_=ARRAY(Text())))  # type: ignore[no-any-return]
+        listed = func.json_each(bindparam("terms", type_=String())).table_valued("value")
+        return model.term.in_(select(listed.c.value))  # type: ignore[no-any-return]
+
+    larger: Any = func.greatest if postgresql else func.max
+    owner = (
+        select(SearchUser.id).where(SearchUser.user_id == bindparam("user_id")).scalar_subquery()
     )
-    size = (
-        func.octet_length(Memory.key)
-        + func.octet_length(Memory.value)
-        + func.coalesce(func.octet_length(Memory.context), integer_zero)
-        + func.coalesce(func.octet_length(Memory.facets), integer_zero)
-    )
-    counts = [
-        case(
-            (
-                loaded.c.vector.bool_op("@@")(word),
-                cast(func.ts_rank_cd(weights, loaded.c.vector, word, integer_zero), Double()),
-            ),
-            else_=zero,
-        ).label(f"tf{i}")
-        for i, word in enumerate(words)
-    ]
-    rough = func.ts_rank(weights, vector, match, literal_column("1", Integer()))
-    pool = (
-        select(Memory.id, func.count().over().label("matched"))
-        .where(vector.bool_op("@@")(match), Memory.user_id == bindparam("user_id"), *conditions)
-        .order_by(rough.desc(), Memory.id)
-        .limit(literal_column(str(int(search.BM25_POOL)), Integer()))
-        .subquery("pool")
-    )
-    hits = (
-        select(pool.c.id, pool.c.matched, cast(size, Double()).label("size"), *counts)
-        .select_from(pool.join(Memory, Memory.id == pool.c.id).join(loaded, true()))
-        .subquery("hits")
-    )
-    documents = (
-        select(func.count())
-        .select_from(Memory)
-        .where(Memory.user_id == bindparam("user_id"))
-        .scalar_subquery()
-    )
-    # Document frequencies in the pool, scaled up to all the matching memories.
-    scale = cast(hits.c.matched, Double()) / cast(func.count().over(), Double())
-    stats = select(
-        hits,
-        cast(documents, Double()).label("documents"),
-        cast(func.avg(hits.c.size).over(), Double()).label("average"),
+    hits = union_all(
         *(
-            (cast(func.count().filter(hits.c[f"tf{i}"] > zero).over(), Double()) * scale).label(
-                f"df{i}"
+            select(model.term, model.memory_id, model.weight, model.length).where(
+                model.owner == owner, asked(model)
             )
-            for i in range(terms)
-        ),
-    ).subquery("stats")
+            for model in (SearchTerm, SearchRecent)
+        )
+    ).cte("hits")
+    frequencies = (
+        select(hits.c.term, cast(func.count(), Double()).label("n"))
+        .group_by(hits.c.term)
+        .cte("frequencies")
+    )
+    user = (
+        select(
+            cast(SearchUser.documents, Double()).label("documents"),
+            (cast(SearchUser.length, Double()) / cast(SearchUser.documents, Double())).label(
+                "average"
+            ),
+        )
+        .where(SearchUser.user_id == bindparam("user_id"))
+        .subquery("statistics")
+    )
     k1, b, half, one = number(search.BM25_K1), number(search.BM25_B), number(0.5), number(1)
-    norm = k1 * (one - b + b * stats.c.size / func.nullif(stats.c.average, zero, type_=Double()))
-    score: ColumnElement[float] = zero
-    for i in range(terms):
-        df, tf = stats.c[f"df{i}"], stats.c[f"tf{i}"]
-        idf = func.greatest(func.ln((stats.c.documents - df + half) / (df + half)), number(1e-6))
-        score = score + case((tf > zero, idf * tf * (k1 + one) / (tf + norm)), else_=zero)
-    labelled = score.label("score")
-    top = (
-        select(stats.c.id, labelled)
-        .order_by(labelled.desc(), stats.c.id)
-        .limit(bindparam("limit"))
-        .subquery("top")
+    tf = cast(hits.c.weight, Double()) / number(terms.SCALE)
+    n = frequencies.c.n
+    idf = larger(func.ln((user.c.documents - n + half) / (n + half)), number(1e-6))
+    norm = k1 * (one - b + b * cast(hits.c.length, Double()) / user.c.average)
+    scored = (
+        select(
+            hits.c.memory_id.label("id"),
+            func.sum(idf * tf * (k1 + one) / (tf + norm)).label("score"),
+        )
+        .select_from(hits.join(frequencies, frequencies.c.term == hits.c.term).join(user, true()))
+        .group_by(hits.c.memory_id)
+        .subquery("scored")
     )
     return (
-        select(*_entry_columns(), top.c.score)
-        .select_from(top.join(Memory, Memory.id == top.c.id))
-        .order_by(top.c.score.desc(), top.c.id)
+        select(*_entry_columns(), scored.c.score)
+        .select_from(scored.join(Memory, Memory.id == scored.c.id))
+        .where(*conditions)
+        .order_by(scored.c.score.desc(), Memory.id)
+        .limit(bindparam("limit"))
     )
 
 
@@ -466,18 +422,16 @@ _DIALECTS: dict[str, Dialect] = {
 
 @functools.lru_cache(maxsize=1024)
 def filtered_statement(
-    dialect_name: str, kind: str, where: filters.Shape, one_user: bool = True, terms: int = 0
+    dialect_name: str, kind: str, where: filters.Shape, one_user: bool = True
 ) -> SQL:
     """A statement whose text depends on a ``where`` filter's shape, compiled once per shape.
 
     ``kind`` is ``"query"``, ``"list_keys"`` or ``"scan"``. The cache key holds operators and
-    operand kinds only (see :func:`filters.shape_of`), never values, so it stays small; a
-    PostgreSQL query's text also depends on how many words the question has (``terms``, at
-    most :data:`~asyncmem.sql.search.MAX_TERMS`).
+    operand kinds only (see :func:`filters.shape_of`), never values, so it stays small.
     """
     dialect = _DIALECTS[dialect_name]
     if kind == "query":
-        return compile_sql(_query(dialect_name, where, terms), dialect)
+        return compile_sql(_query(dialect_name, where), dialect)
     if kind == "list_keys":
         return compile_sql(_list_keys(dialect_name, where), dialect)
     return compile_sql(_scan(dialect_name, where, one_user), dialect)
@@ -546,11 +500,6 @@ def statements_for(dialect_name: str) -> Statements:
                 index_elements=[Setting.name], set_={Setting.value: setting.excluded.value}
             )
         ),
-        fts_optimize=sql(
-            text(f"INSERT INTO {FTS_TABLE}({FTS_TABLE}) VALUES ('optimize')")
-            if dialect_name == "sqlite"
-            else text("SELECT 1")
-        ),
         ping=sql(text("SELECT 1")),
         revision=sql(text("SELECT version_num FROM alembic_version")),
         turns_tail=sql(select(*turn).where(*same).order_by(Memory.id.desc()).limit(reach)),
@@ -616,6 +565,8 @@ def import_statement(dialect_name: str, count: int) -> SQL:
             Memory.updated_at: statement.excluded.updated_at,
             Memory.expires_at: statement.excluded.expires_at,
             Memory.facets: statement.excluded.facets,
+            Memory.words: statement.excluded.words,
+            Memory.length: statement.excluded.length,
         },
     ).returning(Memory.user_id, Memory.key, Memory.id, Memory.session)
     return compile_sql(upsert, _DIALECTS[dialect_name])

@@ -52,15 +52,8 @@ from asyncmem.sql.drivers import (
     translate_errors,
 )
 from asyncmem.sql.files import parse_url, prepare_sqlite_file
-from asyncmem.sql.search import (
-    candidate_count,
-    facets_of,
-    fts5_expression,
-    query_terms,
-    rerank,
-    session_of,
-    tsquery_expression,
-)
+from asyncmem.sql.search import candidate_count, facets_of, query_terms, rerank, session_of
+from asyncmem.sql.terms import own_terms, question_terms
 
 if TYPE_CHECKING:
     from sqlalchemy.engine import URL
@@ -84,15 +77,17 @@ _dumps = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
 
 
 def _batch_chunks(items: list[BatchItem]) -> list[str]:
-    """The items as JSON arrays of ``[key, value, metadata, ttl, session, facets]``, split
-    by size."""
+    """The items as JSON arrays of ``[key, value, metadata, ttl, session, facets, words,
+    length]``, split by size."""
     chunks: list[str] = []
     parts: list[str] = []
     size = 0
     for item in items:
         ttl = "null" if item.ttl is None else repr(item.ttl)
         key_and_value = _dumps([item.key, item.value])
-        extra = _dumps([session_of(item.metadata), facets_of(item.metadata, item.value)])
+        facets = facets_of(item.metadata, item.value)
+        words, length = own_terms(item.key, item.value, facets)
+        extra = _dumps([session_of(item.metadata), facets, words, length])
         part = f"{key_and_value[:-1]},{item.metadata_text},{ttl},{extra[1:]}"
         if parts and size + len(part) > _BATCH_TEXT:
             chunks.append("[" + ",".join(parts) + "]")
@@ -106,11 +101,6 @@ def _batch_chunks(items: list[BatchItem]) -> list[str]:
 def _live_count(rows: Sequence[Row]) -> int:
     """How many deleted rows (``expires_at``, ``now``, ...) had not expired."""
     return sum(1 for row in rows if row["expires_at"] is None or row["expires_at"] > row["now"])
-
-
-def _one_word_queries(terms: list[str]) -> dict[str, str]:
-    """PostgreSQL's per-word ``to_tsquery`` texts, as the BM25 statement binds them."""
-    return {f"term{i}": tsquery_expression([term]) for i, term in enumerate(terms)}
 
 
 def _entry(row: Row, score: float | None = None) -> MemoryEntry:
@@ -339,15 +329,15 @@ class SQLBackend(BackendBase):
         return True
 
     def _filter(
-        self, kind: str, where: tuple[Condition, ...], *, one_user: bool = True, terms: int = 0
+        self, kind: str, where: tuple[Condition, ...], *, one_user: bool = True
     ) -> tuple[SQL, dict[str, Any]]:
         """The statement for a ``where`` filter's shape (compiled once) and its bound values."""
-        if not where and one_user and kind != "scan" and not terms:
+        if not where and one_user and kind != "scan":
             return getattr(self._sql, kind), {}
         from asyncmem.sql import filters
         from asyncmem.sql.statements import filtered_statement
 
-        sql = filtered_statement(self.dialect, kind, filters.shape_of(where), one_user, terms)
+        sql = filtered_statement(self.dialect, kind, filters.shape_of(where), one_user)
         return sql, filters.values(where, self.dialect)
 
     async def store(
@@ -370,6 +360,8 @@ class SQLBackend(BackendBase):
         clean, metadata_text = metadata_json(metadata)
         seconds = check_ttl(ttl)
         session = session_of(clean)
+        facets = facets_of(clean, value)
+        words, length = own_terms(key, value, facets)
         values = {
             "user_id": user_id,
             "key": key,
@@ -377,7 +369,9 @@ class SQLBackend(BackendBase):
             "metadata": metadata_text,
             "ttl": seconds,
             "session": session,
-            "facets": facets_of(clean, value),
+            "facets": facets,
+            "words": words,
+            "length": length,
         }
         now = self._now()
         row = None
@@ -433,13 +427,13 @@ class SQLBackend(BackendBase):
     ) -> list[MemoryEntry]:
         """Memories of ``user_id`` ranked by relevance to the question ``text``.
 
-        The text is split into words; common function words are dropped and the rest OR-ed.
-        Two stages: the database ranks candidates by BM25 over the words they
-        share with the question, a memory's own words weighing most, its speaker and date
-        words less and its neighbour turns' words least (FTS5's ``bm25()`` on SQLite, the
-        same formula in SQL on PostgreSQL, both with English stemming); then
-        :func:`~asyncmem.sql.search.rerank` orders them the same way on both. Text with no
-        searchable words returns ``[]``.
+        The text is split into words; common function words are dropped and the rest
+        stemmed and OR-ed. Two stages: the database ranks candidates by BM25 over the terms
+        they share with the question, a memory's own words weighing most, its speaker and
+        date words less and its neighbour turns' words least, computed from this user's
+        memories only (the same SQL on both dialects, see :mod:`asyncmem.sql.terms`); then
+        :func:`~asyncmem.sql.search.rerank` orders them. Other users' memories change
+        neither the result nor its cost. Text with no searchable words returns ``[]``.
         ``where`` keeps only memories whose metadata matches, in the same statement (see
         :mod:`asyncmem.sql.filters`).
         """
@@ -451,14 +445,10 @@ class SQLBackend(BackendBase):
         if not terms:
             await self._ready()
             return []
-        expression = (
-            fts5_expression(terms) if self.dialect == "sqlite" else tsquery_expression(terms)
-        )
-        words = {} if self.dialect == "sqlite" else _one_word_queries(terms)
-        sql, bound = self._filter("query", conditions, terms=len(words))
+        asked = question_terms(terms)
+        sql, bound = self._filter("query", conditions)
         args = sql.args(
-            **words,
-            match=expression,
+            terms=_dumps(asked) if self.dialect == "sqlite" else asked,
             user_id=user_id,
             limit=candidate_count(limit),
             now=time.time(),
@@ -534,22 +524,17 @@ class SQLBackend(BackendBase):
     async def forget_user(self, user_id: str) -> int:
         """Delete every memory and version of ``user_id``; return how many live ones there were.
 
-        One transaction. On SQLite it also optimises the full-text index (rewrites it as one
-        segment), so the user's words are gone from its shadow tables, not only marked
-        deleted, and a retry after a failure redoes that too; then the WAL is checkpointed
-        and truncated, so no copy of the user's memories is left in the ``-wal`` file either.
-        The optimisation costs time in proportion to the whole index, not the user's
-        memories.
+        One transaction; the triggers delete the user's postings with the memories, and
+        SQLite overwrites deleted content (``secure_delete``). On SQLite the WAL is then
+        checkpointed and truncated, so no copy of the user's memories is left in the
+        ``-wal`` file either.
         """
         check_id("user_id", user_id)
         sql = self._sql
         args = sql.forget_user.args(user_id=user_id, now=time.time())
 
         async def forget(transaction: Transaction) -> list[Row]:
-            rows = await transaction.fetch(sql.forget_user, args)
-            if self.dialect == "sqlite":
-                await transaction.fetch(sql.fts_optimize, ())
-            return rows
+            return await transaction.fetch(sql.forget_user, args)
 
         rows = await self._atomic("forget_user", [user_id], forget)
         driver = self._driver
@@ -560,20 +545,15 @@ class SQLBackend(BackendBase):
     async def compact(self) -> None:
         """Leave no trace of deleted memories in the database's files (SQLite).
 
-        Rewrites the full-text index as one segment, so the words of deleted memories are
-        gone from it, not only marked deleted (a plain ``delete`` leaves them in the index's
-        segments until later writes merge those), then checkpoints and truncates the WAL.
-        Costs time in proportion to the whole index. FTS5's own ``secure-delete`` option
-        (SQLite 3.42+) is not used: it changes the index's format so that an older SQLite,
-        such as many Linux distributions' Python still links, can no longer read the file.
-        On PostgreSQL it does nothing (``VACUUM`` is the operator's).
+        A delete already overwrites the memory and its postings in the database file
+        (``secure_delete``); this checkpoints and truncates the WAL, which still holds the
+        pages as they were before. On PostgreSQL it does nothing (``VACUUM`` is the
+        operator's).
         """
         driver = self._driver
         if not isinstance(driver, SQLiteDriver):
             await self._ready()
             return
-        optimize = self._sql.fts_optimize
-        await self._fetch("compact", optimize, (), write=True)
         await self._run("compact", lambda _: driver.checkpoint())
 
     def scan(
@@ -738,7 +718,8 @@ class SQLBackend(BackendBase):
                 if entry.expires_at is None
                 else check_timestamp("expires_at", entry.expires_at),
                 session_of(clean),
-                facets_of(clean, entry.value),
+                facets := facets_of(clean, entry.value),
+                *own_terms(key, entry.value, facets),
             )
             rows[(user_id, key)] = dict(zip(IMPORT_FIELDS, fields, strict=True))
         if len(rows) > MAX_IMPORT_BATCH:

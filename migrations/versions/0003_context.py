@@ -15,7 +15,7 @@ Columns are added and dropped with plain ``ALTER TABLE`` (never a batch copy of 
 which would drop its triggers). The history trigger of 0002 now fires only on updates of the
 memory's own columns, so the store rewriting a neighbour's ``context`` is not a new version.
 
-The backfill uses ``asyncmem.sql.search`` (session_of, facets_of, neighbour_contexts), the same
+The backfill uses ``asyncmem.sql.search`` (session_of, facets_of, neighbour_words), the same
 functions the store writes with, so an upgraded database reads exactly like a new one.
 """
 
@@ -29,7 +29,7 @@ from typing import Any
 import sqlalchemy as sa
 from alembic import op
 
-from asyncmem.sql.search import facets_of, neighbour_contexts, session_of
+from asyncmem.sql.search import facets_of, neighbour_words, session_of
 
 revision: str = "0003_context"
 down_revision: str | Sequence[str] | None = "0002_features"
@@ -158,7 +158,7 @@ def _backfill(connection: sa.Connection) -> None:
             conversations[row.user_id, session].append((row.id, row.value))
     for turns in conversations.values():
         # 0003's windows, as numbers: two turns before and two after (0004 changed them).
-        contexts = neighbour_contexts([value for _, value in turns], before=2, after=2)
+        contexts = neighbour_words([value for _, value in turns], before=2, after=2)
         for (row_id, _), context in zip(turns, contexts, strict=True):
             updates[row_id]["context"] = context
     if updates:

@@ -20,7 +20,7 @@ from itertools import groupby
 import sqlalchemy as sa
 from alembic import op
 
-from asyncmem.sql.search import neighbour_contexts
+from asyncmem.sql.search import neighbour_words
 
 revision: str = "0004_context_after"
 down_revision: str | Sequence[str] | None = "0003_context"
@@ -39,7 +39,7 @@ def _rebuild(connection: sa.Connection, before: int, after: int) -> None:
     changed: list[dict[str, object]] = []
     for _, group in groupby(rows, key=lambda row: (row.user_id, row.session)):
         turns = list(group)
-        contexts = neighbour_contexts([turn.value for turn in turns], before, after)
+        contexts = neighbour_words([turn.value for turn in turns], before, after)
         changed += [
             {"id": turn.id, "context": context}
             for turn, context in zip(turns, contexts, strict=True)
