@@ -362,7 +362,11 @@ proximity 0.05: 0 → 0.046/0.299/0.164 | 0.122/0.470/0.317 | 0.449/0.761/0.557;
 0.046/0.299/0.163 | 0.125/0.472/0.320 | 0.462/0.761/0.564; 0.15 → 0.047/0.299/0.164 |
 0.124/0.474/0.321 | 0.462/0.761/0.564; 0.2 → 0.048/0.299/0.164 | 0.125/0.474/0.321 |
 0.458/0.761/0.563; 0.4 → 0.047/0.296/0.163 | 0.126/0.475/0.323 | 0.449/0.761/0.558.
-Small gains, on all three sets; recall@10 is where stage one put it."""
+Small gains, on all three sets; recall@10 is where stage one put it. On the per-user
+postings (revision 0006, captions indexed): 0 → 0.042/0.295/0.158 | 0.126/0.469/0.319 |
+0.446/0.770/0.561; 0.15 → 0.043/0.293/0.160 | 0.127/0.470/0.322 | 0.442/0.770/0.561; 0.3 →
+0.043/0.289/0.159 | 0.131/0.471/0.324 | 0.451/0.770/0.565: smaller there, revisit with
+``benchmarks/rerank_lab.py`` when stage one settles."""
 PROXIMITY_WEIGHT = 0.05
 """Added times the share of the question's word pairs that sit near each other in it.
 
