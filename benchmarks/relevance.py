@@ -13,7 +13,9 @@ Reported, overall and per category: any@k (at least one evidence key in the top 
 (the share of the evidence keys in the top k; recall@10 is "frac@10"), MRR@10, and the p50/p95 of
 ``store`` and ``query`` calls. On SQLite it then also times a plain FTS5 bm25 query (the core
 store's statement, straight on aiosqlite) against ``query`` on the final database with the same
-questions, so the cost of re-ranking is a ratio measured on the same data.
+questions, so the cost of re-ranking is a ratio measured on the same data. ``--baseline`` also
+scores that plain FTS5 query's relevance on the same rows (past only, by a metadata filter on
+the cutoff field: the plain index has no write-time context, so the shortcut is faithful).
 
     python benchmarks/relevance.py ../shared/data/realmem/realmem-turns.json.gz
     python benchmarks/relevance.py DATA.json.gz --url postgresql://postgres@127.0.0.1:5432/test
@@ -218,6 +220,43 @@ async def plain_fts5_ns(
     return floor, ours
 
 
+async def plain_fts5_run(
+    path: str, data: Mapping[str, Any], limit: int, max_users: int | None
+) -> Run:
+    """Relevance of the core store's plain FTS5 query on the same rows, past only.
+
+    The plain index has no write-time context, so asking on the final database with the
+    cutoff as a metadata filter is faithful (its document frequencies count later rows too,
+    as the core store's table did with every user's rows).
+    """
+    import aiosqlite
+
+    run = Run()
+    order = cutoff_field(data["queries"])
+    users = set(sorted({m["user_id"] for m in data["memories"]})[:max_users])
+    past = f" AND json_extract(m.metadata, '$.{order}') < ?" if order else ""
+    statement = PLAIN_FTS5.replace(" ORDER BY", past + " ORDER BY")
+    async with aiosqlite.connect(path) as db:
+        for sql in PLAIN_INDEX:
+            await db.execute(sql)
+        await db.commit()
+        for query in data["queries"]:
+            if query["user_id"] not in users:
+                continue
+            terms = query_terms(query["question"])
+            ranked: list[str] = []
+            if terms:
+                cutoff = query.get(f"cutoff_{order}") if order else None
+                bound: tuple[Any, ...] = (fts5_expression(terms), query["user_id"])
+                if order:
+                    bound += (float("inf") if cutoff is None else cutoff,)
+                async with db.execute(statement, (*bound, limit)) as cursor:
+                    ranked = [row[0] for row in await cursor.fetchall()]
+            for name in ("all", query.get("category") or "uncategorised"):
+                run.scores[name].add(ranked, query["evidence"])
+    return run
+
+
 @asynccontextmanager
 async def scratch_backend(url: str | None) -> AsyncIterator[SQLBackend]:
     """An open store on a temporary SQLite file, or at ``url`` (a PostgreSQL URL gets a
@@ -295,6 +334,11 @@ async def main(argv: Sequence[str] | None = None) -> int:
         help="give every memory and question to one user (latency at one user's scale; "
         "relevance then searches other users' memories too)",
     )
+    parser.add_argument(
+        "--baseline",
+        action="store_true",
+        help="SQLite: also score the core store's plain FTS5 query on the same rows (past only)",
+    )
     parser.add_argument("--json", type=Path, help="also write the results here")
     args = parser.parse_args(argv)
     for assignment in args.set:
@@ -328,8 +372,13 @@ async def main(argv: Sequence[str] | None = None) -> int:
             ours: list[int] = []
             if backend.dialect == "sqlite" and backend.path and not args.no_floor:
                 floor, ours = await plain_fts5_ns(backend.path, backend, run.questions, args.limit)
+            baseline: Run | None = None
+            if backend.dialect == "sqlite" and backend.path and args.baseline:
+                baseline = await plain_fts5_run(backend.path, data, args.limit, args.users)
         print(f"\n## {name} ({backend.backend_name}, replay {elapsed:.0f} s)\n")
         print(table(name, run))
+        if baseline is not None:
+            print(f"\nplain FTS5 on the same rows:\n\n{table(name, baseline)}")
         timing = {
             "store_p50_ms": ms(run.store_ns),
             "store_p95_ms": ms(run.store_ns, 0.95),
@@ -355,6 +404,9 @@ async def main(argv: Sequence[str] | None = None) -> int:
             "set": args.set,
             "scores": {k: v.row() for k, v in run.scores.items()},
             "timing": timing,
+            "plain_fts5_scores": (
+                {k: v.row() for k, v in baseline.scores.items()} if baseline else None
+            ),
         }
     if args.json:
         args.json.write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")

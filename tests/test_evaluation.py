@@ -163,7 +163,11 @@ def test_shipped_dataset_is_consistent() -> None:
     assert turns
     assert all({"speaker", "date"} <= set(m.metadata) for m in turns)
     categories = {q.category for q in data.queries}
-    assert {"temporal", "speaker", "conversation", "fact"} <= categories
+    assert {"temporal", "speaker", "conversation", "fact", "long-reply", "photo"} <= categories
+    captions = [m for m in turns if "caption" in m.metadata]
+    assert captions
+    assert all(isinstance(m.metadata["caption"], str) for m in captions)
+    assert sum(len(m.value) > 700 and m.metadata["speaker"] == "Assistant" for m in turns) >= 10
 
 
 def test_jsonl_and_gzip_datasets(tmp_path: Path) -> None:

@@ -352,3 +352,15 @@ async def test_a_long_cjk_memory_stores_and_is_found(store: MemoryBackend) -> No
     await store.store("u", "long", "咪咪" + filler)
     await store.store("u", "other", "我的狗叫旺财")
     assert await _keys(store, "咪咪") == ["long"]
+
+
+async def test_a_photo_turn_is_found_by_its_caption(sql_store: SQLBackend) -> None:
+    """``caption`` is indexed with the facets, and an update replaces its words."""
+    photo = {"session": "s1", "speaker": "Jess", "caption": "Mustard-yellow wool socks"}
+    await sql_store.store("u", "t1", "Did you finish the knitting?", {"session": "s1"})
+    await sql_store.store("u", "t2", "Here's a pic of them. Super cozy.", photo)
+    await sql_store.store("u", "t3", "A grey cat asleep on the sofa.", {"session": "s2"})
+    assert (await _keys(sql_store, "What colour were the socks, mustard?"))[0] == "t2"
+    await sql_store.store("u", "t2", "Here's a pic of them.", photo | {"caption": "A red scarf"})
+    assert await _keys(sql_store, "mustard socks") == []
+    assert (await _keys(sql_store, "scarf"))[0] == "t2"

@@ -154,3 +154,13 @@ def test_query_terms_cut_cjk_text_into_pairs() -> None:
 def test_facets_carry_speaker_date_and_cjk_words() -> None:
     assert search.facets_of({"speaker": "Ann"}, "私の猫") == "Ann 私 の 猫 私の の猫"
     assert search.facets_of({}, "no cjk here") == ""
+
+
+def test_rerank_tells_sessions_of_other_json_types_apart() -> None:
+    """1, true, 1.0 and "1" are four conversations, as :func:`session_of` says: the weak
+    turns do not borrow the best turn's score and stay below the memory without a session."""
+    metadata = [{"session": 1}, {"session": True}, {"session": 1.0}, {}, {"session": "1"}]
+    ranked = rerank(["cat"], [10.0, 2.0, 1.9, 5.0, 1.8], metadata, 5)
+    assert [i for i, _ in ranked] == [0, 3, 1, 2, 4]
+    same = [{"session": 1}] * 3 + [{}, {"session": 1}]
+    assert [i for i, _ in rerank(["cat"], [10.0, 2.0, 1.9, 5.0, 1.8], same, 5)][1] == 1

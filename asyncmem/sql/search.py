@@ -7,13 +7,16 @@ English function words are dropped, and each remaining word is quoted so that FT
 rarer ones.
 
 Ranking is two stages: the database returns :func:`candidate_count` candidates and
-:func:`rerank` orders them, the same on SQLite and PostgreSQL. What ranking needs from
-conversations is built at write time from the metadata keys ``session``, ``speaker`` and
-``date``: :func:`~asyncmem.sql.terms.neighbour_contexts` and :func:`facets_of`. Each constant
-below names the measurement that chose it (``benchmarks/relevance.py``; RealMem is a public set of
-conversations with labelled questions, as turns and as extracted facts, used for
-development; "shipped" is ``asyncmem-conversations-v1``, the set in
-``asyncmem/evaluation/data``).
+:func:`rerank` orders them, the same on SQLite and PostgreSQL, ending with a second pass over
+the candidates' own text (:mod:`asyncmem.sql.coverage`). What ranking needs from
+conversations is built at write time from the metadata keys ``session``, ``speaker``,
+``date`` and ``caption``: :func:`~asyncmem.sql.terms.neighbour_contexts` and
+:func:`facets_of`. Each constant below names the measurement that chose it
+(``benchmarks/relevance.py`` and, for stage two offline, ``benchmarks/rerank_lab.py``;
+RealMem is a public set of conversations with labelled questions, as turns and as extracted
+facts, used for development; "shipped" is ``asyncmem-conversations-v1``, the set in
+``asyncmem/evaluation/data``: its first 177 questions for the constants chosen before issue
+21, all 224 for the caption and the second pass).
 """
 
 from __future__ import annotations
@@ -27,23 +30,31 @@ from collections.abc import Iterator, Mapping, Sequence
 from itertools import chain
 from typing import Any
 
+from asyncmem.sql.coverage import coverage_and_proximity
+
 __all__ = [
     "BM25_B",
     "BM25_K1",
     "CANDIDATE_FACTOR",
+    "CAPTION_CHARS",
+    "CAPTION_KEY",
     "CJK_CHARS",
     "CONTEXT_AFTER",
     "CONTEXT_BEFORE",
     "CONTEXT_CHARS",
     "CONTEXT_WEIGHT",
+    "COVERAGE_WEIGHT",
     "FACET_WEIGHT",
     "MAX_CANDIDATES",
     "MAX_TERMS",
+    "PROXIMITY_WEIGHT",
+    "SECOND_PASS_FACTOR",
     "SESSION_WEIGHT",
     "SPEAKER_BOOST",
     "STOP_WORDS",
     "TEMPORAL_BOOST",
     "candidate_count",
+    "caption_of",
     "cjk_words",
     "date_words",
     "facets_of",
@@ -221,6 +232,19 @@ def tsquery_expression(terms: list[str]) -> str:
     return " | ".join("'" + term.replace("\\", "\\\\").replace("'", "''") + "'" for term in terms)
 
 
+CAPTION_KEY = "caption"
+"""The metadata key of an attachment's caption or alt text (a string): a turn that is only a
+photo ("Here's a pic of them!") is found by what the photo shows. Indexed with the facets
+and read by the second pass as the memory's own text.
+
+Shipped set (issue 21's ``photo`` questions, 12), recall@10 / MRR@10 on SQLite: not indexed
+0.792 / 0.472 (found through the neighbours' words only), indexed 0.958 / 0.743 (see
+benchmarks/README.md); the other sets have no captions."""
+CAPTION_CHARS = 300
+"""At most this much of a caption is indexed and read (about fifty words, a long alt text):
+with the CJK pieces (:data:`CJK_CHARS`, shared by value and caption), speaker and date the
+facets stay under the 4,096 characters PostgreSQL's index reads."""
+
 CANDIDATE_FACTOR = 5
 """The database returns this many times ``limit`` candidates for :func:`rerank` to order."""
 MAX_CANDIDATES = 500
@@ -271,6 +295,17 @@ def _speaker_words(metadata: Mapping[str, Any]) -> frozenset[str]:
     speaker = metadata.get("speaker")
     if not isinstance(speaker, str):
         return frozenset()
+    return _name_words(speaker)
+
+
+SPEAKER_CACHE = 256
+"""The words of this many speakers' names are kept: re-splitting them for every candidate
+was a fifth of ``rerank``'s time on the shipped set."""
+
+
+@functools.lru_cache(maxsize=SPEAKER_CACHE)
+def _name_words(speaker: str) -> frozenset[str]:
+    """A speaker's words: a conversation has few speakers, so they are split once."""
     return frozenset(lower_words(speaker))
 
 
@@ -315,6 +350,79 @@ def session_of(metadata: Mapping[str, Any]) -> str | None:
     return json.dumps(session, ensure_ascii=False)
 
 
+COVERAGE_WEIGHT = 0.15
+"""Added times the weighted share of the question's words a candidate's own text holds.
+
+The database's BM25 mixes a memory's own words with its neighbours' and facets', so a turn
+found only through its context can outrank the turn that says it; the second pass
+(:mod:`asyncmem.sql.coverage`) reads the candidates' own text (value and caption).
+Measured offline on each question's captured top 50, recall@1 / recall@10 / MRR@10,
+RealMem turns | facts | shipped (issue 21's extended set, captions not yet indexed), with
+proximity 0.05: 0 → 0.046/0.299/0.164 | 0.122/0.470/0.317 | 0.449/0.761/0.557; 0.1 →
+0.046/0.299/0.163 | 0.125/0.472/0.320 | 0.462/0.761/0.564; 0.15 → 0.047/0.299/0.164 |
+0.124/0.474/0.321 | 0.462/0.761/0.564; 0.2 → 0.048/0.299/0.164 | 0.125/0.474/0.321 |
+0.458/0.761/0.563; 0.4 → 0.047/0.296/0.163 | 0.126/0.475/0.323 | 0.449/0.761/0.558.
+Small gains, on all three sets; recall@10 is where stage one put it. On the per-user
+postings (revision 0006, captions indexed): 0 → 0.042/0.295/0.158 | 0.126/0.469/0.319 |
+0.446/0.770/0.561; 0.15 → 0.043/0.293/0.160 | 0.127/0.470/0.322 | 0.442/0.770/0.561; 0.3 →
+0.043/0.289/0.159 | 0.131/0.471/0.324 | 0.451/0.770/0.565: smaller there, revisit with
+``benchmarks/rerank_lab.py`` when stage one settles."""
+PROXIMITY_WEIGHT = 0.05
+"""Added times the share of the question's word pairs that sit near each other in it.
+
+With coverage 0.15 (as above): 0 → 0.047/0.298/0.164 | 0.124/0.473/0.320 |
+0.462/0.761/0.564; 0.05 → 0.047/0.299/0.164 | 0.124/0.474/0.321 | 0.462/0.761/0.564; 0.1
+→ 0.047/0.299/0.164 | 0.126/0.474/0.321 | 0.462/0.761/0.565: flat, 0.05 kept."""
+
+
+def caption_of(metadata: Mapping[str, Any]) -> str:
+    """The caption or alt text of a memory's attachment (:data:`CAPTION_KEY`), or ""."""
+    caption = metadata.get(CAPTION_KEY)
+    return caption[:CAPTION_CHARS] if isinstance(caption, str) else ""
+
+
+SECOND_PASS_FACTOR = 2
+"""The second pass reads at most this many times ``limit`` candidates, the best first.
+
+Offline (top 50 captured, recall@1 / recall@10 / MRR@10, RealMem turns | facts | shipped):
+all that can still reach the top → 0.048/0.299/0.164 | 0.125/0.474/0.321 |
+0.462/0.761/0.564; 3× → the same; 2× → 0.047/0.299/0.164 | the same | the same; 1.5× →
+0.048/0.298/0.164 | 0.125/0.475/0.321 | the same. Of 50 candidates, 22–27 on average (up to
+all 50) can still reach the top of 10 on these sets; the cap halves the worst case."""
+
+
+def _second_pass(
+    terms: Sequence[str],
+    final: list[float],
+    metadata: Sequence[Mapping[str, Any]],
+    values: Sequence[str],
+    limit: int,
+) -> None:
+    """Add coverage and proximity to ``final``, reading only the candidates that could still
+    reach the top ``limit`` (each gains at most the two weights, so one that far behind the
+    ``limit``-th cannot), and of those at most :data:`SECOND_PASS_FACTOR` × ``limit``."""
+    room = COVERAGE_WEIGHT + PROXIMITY_WEIGHT
+    bar = sorted(final, reverse=True)[min(limit, len(final)) - 1] - room
+    read = [i for i, score in enumerate(final) if score >= bar]
+    if len(read) > SECOND_PASS_FACTOR * limit:
+        read = sorted(sorted(read, key=lambda i: -final[i])[: SECOND_PASS_FACTOR * limit])
+    own = [
+        f"{values[i]}\n{caption}" if (caption := caption_of(metadata[i])) else values[i]
+        for i in read
+    ]
+    for i, (coverage, proximity) in zip(read, coverage_and_proximity(terms, own), strict=True):
+        final[i] += COVERAGE_WEIGHT * coverage + PROXIMITY_WEIGHT * proximity
+
+
+def _session_key(metadata: Mapping[str, Any]) -> tuple[type, object] | None:
+    """What :func:`session_of` tells apart (``1``, ``1.0``, ``"1"`` and ``true`` differ),
+    without writing JSON for every candidate."""
+    session = metadata.get("session")
+    if session is None or isinstance(session, dict | list):
+        return None
+    return type(session), session
+
+
 def rerank(
     terms: Sequence[str],
     scores: Sequence[float],
@@ -329,14 +437,16 @@ def rerank(
     Stage two of ranking, the same for SQLite and PostgreSQL: ``scores`` are the
     database's relevance (higher is better, BM25 of either dialect, any scale), ``metadata``
     each candidate's. Scores are divided by the best one, so every constant below means the
-    same on both dialects. Ties keep the database's order.
+    same on both dialects. With ``values``, a second pass reads each candidate's own text
+    (value and caption): how much of the question it covers and how close the question's
+    words sit in it. Ties keep the database's order.
     """
     if not scores:
         return []
     top = max(scores)
     norm = [score / top if top > 0 else 0.0 for score in scores]
-    best_in_session: dict[str, float] = {}
-    sessions = [session_of(meta) for meta in metadata]
+    best_in_session: dict[tuple[type, object], float] = {}
+    sessions = [_session_key(meta) for meta in metadata]
     for session, value in zip(sessions, norm, strict=True):
         if session is not None and value > best_in_session.get(session, -1.0):
             best_in_session[session] = value
@@ -347,10 +457,13 @@ def rerank(
         + (SPEAKER_BOOST if asked and asked & _speaker_words(meta) else 0.0)
         for value, session, meta in zip(norm, sessions, metadata, strict=True)
     ]
-    if temporal and values is not None and TEMPORAL_BOOST:
-        for i, text in enumerate(values):
-            if _TIME_WORDS.search(text[:CONTEXT_CHARS]):
-                final[i] += TEMPORAL_BOOST
+    if values is not None:
+        if temporal and TEMPORAL_BOOST:
+            for i, text in enumerate(values):
+                if _TIME_WORDS.search(text[:CONTEXT_CHARS]):
+                    final[i] += TEMPORAL_BOOST
+        if COVERAGE_WEIGHT > 0 or PROXIMITY_WEIGHT > 0:
+            _second_pass(terms, final, metadata, values, limit)
     order = sorted(range(len(final)), key=lambda i: (-final[i], i))
     return [(i, final[i]) for i in order[:limit]]
 
@@ -415,9 +528,9 @@ def date_words(text: str) -> str:
 
 
 def facets_of(metadata: Mapping[str, Any], value: str = "") -> str:
-    """Words a memory is found by besides its own: who said it (``speaker``) and when
-    (``date``, also spelled out as words) from ``metadata``, and the characters and
-    character pairs of the CJK text in ``value``."""
+    """Words a memory is found by besides its own: who said it (``speaker``), when
+    (``date``, also spelled out as words) and what its attachment shows (``caption``) from
+    ``metadata``, and the characters and character pairs of the CJK text in ``value``."""
     parts: list[str] = []
     speaker = metadata.get("speaker")
     if isinstance(speaker, str | int | float) and not isinstance(speaker, bool):
@@ -425,6 +538,9 @@ def facets_of(metadata: Mapping[str, Any], value: str = "") -> str:
     date = metadata.get("date")
     if isinstance(date, str | int | float) and not isinstance(date, bool):
         parts.append(date_words(str(date)))
+    if caption := caption_of(metadata):
+        parts.append(caption)
+        value = f"{value}\n{caption}"
     if grams := cjk_words(value):
         parts.append(grams)
     return " ".join(parts)
