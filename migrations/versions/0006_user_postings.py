@@ -29,6 +29,7 @@ reads exactly like a new one; the downgrade restores 0005's index and contexts.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from itertools import groupby
 from typing import Any
@@ -36,7 +37,7 @@ from typing import Any
 import sqlalchemy as sa
 from alembic import op
 
-from asyncmem.sql.search import neighbour_words
+from asyncmem.sql.search import facets_of, neighbour_words
 from asyncmem.sql.terms import neighbour_contexts, own_terms
 
 revision: str = "0006_user_postings"
@@ -266,9 +267,10 @@ _BATCH = 5000
 
 
 def _rewrite(connection: sa.Connection, *, terms: bool) -> None:
-    """Every row's ``words``, ``length`` and context, as the store writes them (``terms``), or
-    0005's word contexts (the downgrade)."""
-    columns = "id, user_id, key, value, facets, session, context"
+    """Every row's ``facets``, ``words``, ``length`` and context, as the store writes them
+    (``terms``; the facets now hold a ``caption``'s words too), or 0005's word contexts (the
+    downgrade, which keeps the facets: 0005's index reads them as they are)."""
+    columns = "id, user_id, key, value, metadata, session, context"
     rows = connection.execute(
         sa.text(f"SELECT {columns} FROM memories ORDER BY user_id, session, id")
     ).all()
@@ -284,9 +286,16 @@ def _rewrite(connection: sa.Connection, *, terms: bool) -> None:
         for turn, context in zip(turns, contexts, strict=True):
             update: dict[str, Any] = {"id": turn.id, "context": context}
             if terms:
-                update["words"], update["length"] = own_terms(turn.key, turn.value, turn.facets)
+                metadata = turn.metadata
+                if isinstance(metadata, str):
+                    metadata = json.loads(metadata)
+                facets = facets_of(metadata if isinstance(metadata, dict) else {}, turn.value)
+                update["facets"] = facets
+                update["words"], update["length"] = own_terms(turn.key, turn.value, facets)
             updates.append(update)
-    assignments = "context = :context" + (", words = :words, length = :length" if terms else "")
+    assignments = "context = :context" + (
+        ", facets = :facets, words = :words, length = :length" if terms else ""
+    )
     statement = sa.text(f"UPDATE memories SET {assignments} WHERE id = :id")
     for start in range(0, len(updates), _BATCH):
         connection.execute(statement, updates[start : start + _BATCH])
