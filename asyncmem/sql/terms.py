@@ -14,6 +14,8 @@ included, as BM25's document length counts them). Triggers turn those columns in
 statistics are the user's own (issue 16).
 
 Weights are stored as integers in tenths (:data:`SCALE`): a posting is then a few bytes.
+The splitter, the stemmer and the field weights are part of the stored data: changing one
+needs an Alembic revision that rebuilds ``words``, ``context`` and the postings, as 0006 does.
 """
 
 from __future__ import annotations
