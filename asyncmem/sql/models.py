@@ -157,7 +157,9 @@ class SearchTerm(Base):
     weight: Mapped[int] = mapped_column(Integer)
     length: Mapped[int] = mapped_column(Integer)
 
-    __table_args__ = ({"sqlite_with_rowid": False},)
+    # A memory's postings by the memory, for its delete: memory ids grow, so the index is
+    # written at its end.
+    __table_args__ = (Index(None, "memory_id"), {"sqlite_with_rowid": False})
 
 
 class SearchRecent(Base):

@@ -75,19 +75,11 @@ def _sqlite_add(row: str) -> str:
 
 
 def _sqlite_remove(row: str) -> str:
-    """Delete the postings of ``row`` (``old``), each by its key: a memory's postings are all
-    in ``search_recent`` (a merge moves all of a user's) or all in ``search_terms``."""
-    recent = f"search_recent WHERE owner = {_sqlite_owner(row)} AND memory_id = {row}.id"
+    """Delete the postings of ``row`` (``old``) from both tables, each by the memory."""
     return f"""
-        DELETE FROM search_terms
-        WHERE NOT EXISTS (SELECT 1 FROM {recent})
-          AND owner = {_sqlite_owner(row)}
-          AND term IN (
-              SELECT key FROM json_each(nullif({row}.words, ''))
-              UNION SELECT key FROM json_each(nullif({row}.context, ''))
-          )
-          AND memory_id = {row}.id;
-        DELETE FROM {recent};
+        DELETE FROM search_terms WHERE memory_id = {row}.id;
+        DELETE FROM search_recent
+        WHERE owner = {_sqlite_owner(row)} AND memory_id = {row}.id;
     """
 
 
@@ -158,22 +150,9 @@ POSTGRESQL_FUNCTION = f"""
                 old_size := old_size + (SELECT count(*) FROM jsonb_object_keys(OLD.context::jsonb));
             END IF;
             SELECT id INTO owner_id FROM search_users WHERE user_id = OLD.user_id;
-            -- Each posting found by its whole key, in a lateral lookup per term: left to
-            -- itself the planner read every posting of the user instead (it costs the
-            -- key's third column as selective as all three): 0.8 ms a delete at 5,000
-            -- memories, 2.3 ms in benchmarks/run.py.
-            DELETE FROM search_terms WHERE ctid = ANY (ARRAY(
-                SELECT found.ctid
-                FROM (
-                    SELECT jsonb_object_keys({_pg_object("OLD.words")}) AS term
-                    UNION SELECT jsonb_object_keys({_pg_object("OLD.context")})
-                ) AS gone
-                CROSS JOIN LATERAL (
-                    SELECT ctid FROM search_terms
-                    WHERE owner = owner_id AND term = gone.term AND memory_id = OLD.id
-                    OFFSET 0  -- kept a subquery: a lookup per term, never a join
-                ) AS found
-            ));
+            -- By the memory's own index: a generic plan for "owner and term in the old
+            -- terms" read every posting of the user (0.8 ms a delete at 5,000 memories).
+            DELETE FROM search_terms WHERE memory_id = OLD.id;
         END IF;
         IF TG_OP = 'DELETE' THEN
             UPDATE search_users
@@ -398,6 +377,8 @@ def upgrade() -> None:
     _rewrite(connection, terms=True)
     for statement in _fill(dialect):
         op.execute(statement)
+    # After the fill: one ordered build instead of an insert per posting.
+    op.create_index(op.f("ix_search_terms_memory_id"), "search_terms", ["memory_id"])
     if dialect == "sqlite":
         for statement in SQLITE_TRIGGERS:
             op.execute(statement)
