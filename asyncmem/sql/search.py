@@ -61,6 +61,7 @@ __all__ = [
     "fts5_expression",
     "is_temporal",
     "lower_words",
+    "neighbour_windows",
     "neighbour_words",
     "query_terms",
     "rerank",
@@ -562,14 +563,21 @@ def neighbour_words(
     distinct words (not terms) of its neighbours, space-separated. Their migrations and the
     downgrade of 0006 write it; the store writes :func:`~asyncmem.sql.terms.neighbour_contexts`.
     """
+    words = [_context_words(value) for value in values]
+    return [" ".join(dict.fromkeys(window)) for window in neighbour_windows(words, before, after)]
+
+
+def neighbour_windows(
+    items: Sequence[Sequence[str]],
+    before: int | None = None,
+    after: int | None = None,
+    *,
+    first: int = 0,
+) -> Iterator[Iterator[str]]:
+    """For each turn from ``first`` on, the ``items`` of up to ``before`` turns before it and
+    ``after`` turns after it (default :data:`CONTEXT_BEFORE`, :data:`CONTEXT_AFTER`), in
+    order: the window a turn's context is made of."""
     before = CONTEXT_BEFORE if before is None else before
     after = CONTEXT_AFTER if after is None else after
-    words = [_context_words(value) for value in values]
-    return [
-        " ".join(
-            dict.fromkeys(
-                chain.from_iterable(words[max(0, i - before) : i] + words[i + 1 : i + 1 + after])
-            )
-        )
-        for i in range(len(words))
-    ]
+    for i in range(first, len(items)):
+        yield chain.from_iterable([*items[max(0, i - before) : i], *items[i + 1 : i + 1 + after]])

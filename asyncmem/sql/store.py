@@ -51,8 +51,8 @@ from asyncmem.sql.drivers import (
     translate_errors,
 )
 from asyncmem.sql.files import parse_url, prepare_sqlite_file
-from asyncmem.sql.search import candidate_count, facets_of, query_terms, rerank, session_of
-from asyncmem.sql.terms import own_terms, question_terms
+from asyncmem.sql.search import candidate_count, query_terms, rerank, session_of
+from asyncmem.sql.terms import index_columns, question_terms
 
 if TYPE_CHECKING:
     from sqlalchemy.engine import URL
@@ -84,9 +84,9 @@ def _batch_chunks(items: list[BatchItem]) -> list[str]:
     for item in items:
         ttl = "null" if item.ttl is None else repr(item.ttl)
         key_and_value = _dumps([item.key, item.value])
-        facets = facets_of(item.metadata, item.value)
-        words, length = own_terms(item.key, item.value, facets)
-        extra = _dumps([session_of(item.metadata), facets, words, length])
+        extra = _dumps(
+            [session_of(item.metadata), *index_columns(item.key, item.value, item.metadata)]
+        )
         part = f"{key_and_value[:-1]},{item.metadata_text},{ttl},{extra[1:]}"
         if parts and size + len(part) > _BATCH_TEXT:
             chunks.append("[" + ",".join(parts) + "]")
@@ -359,8 +359,7 @@ class SQLBackend(BackendBase):
         clean, metadata_text = metadata_json(metadata)
         seconds = check_ttl(ttl)
         session = session_of(clean)
-        facets = facets_of(clean, value)
-        words, length = own_terms(key, value, facets)
+        facets, words, length = index_columns(key, value, clean)
         values = {
             "user_id": user_id,
             "key": key,
@@ -717,8 +716,7 @@ class SQLBackend(BackendBase):
                 if entry.expires_at is None
                 else check_timestamp("expires_at", entry.expires_at),
                 session_of(clean),
-                facets := facets_of(clean, entry.value),
-                *own_terms(key, entry.value, facets),
+                *index_columns(key, entry.value, clean),
             )
             rows[(user_id, key)] = dict(zip(IMPORT_FIELDS, fields, strict=True))
         if len(rows) > MAX_IMPORT_BATCH:

@@ -24,8 +24,8 @@ import functools
 import json
 import unicodedata
 from collections import Counter
-from collections.abc import Callable, Iterable, Sequence
-from itertools import chain
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any
 
 import Stemmer
 
@@ -35,6 +35,7 @@ __all__ = [
     "MAX_TERM_CHARS",
     "SCALE",
     "STEMMER",
+    "index_columns",
     "neighbour_contexts",
     "own_terms",
     "question_terms",
@@ -118,6 +119,12 @@ def own_terms(key: str, value: str, facets: str) -> tuple[str, int]:
     return (_dumps(weights) if weights else ""), length
 
 
+def index_columns(key: str, value: str, metadata: Mapping[str, Any]) -> tuple[str, str, int]:
+    """A memory's ``facets``, ``words`` and ``length`` columns, as every write stores them."""
+    facets = search.facets_of(metadata, value)
+    return (facets, *own_terms(key, value, facets))
+
+
 def _context_json(terms: Iterable[str]) -> str:
     weights = dict.fromkeys(terms, _CONTEXT)
     return _dumps(weights) if weights else ""
@@ -150,12 +157,6 @@ def neighbour_contexts(
     0.468). Only the contexts of ``values[first:]`` are returned; the values before are read
     for their terms.
     """
-    before = search.CONTEXT_BEFORE if before is None else before
-    after = search.CONTEXT_AFTER if after is None else after
     terms = [_context_terms(value) for value in values]
-    return [
-        _context_json(
-            chain.from_iterable(terms[max(0, i - before) : i] + terms[i + 1 : i + 1 + after])
-        )
-        for i in range(first, len(terms))
-    ]
+    windows = search.neighbour_windows(terms, before, after, first=first)
+    return [_context_json(window) for window in windows]

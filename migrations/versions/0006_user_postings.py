@@ -37,8 +37,8 @@ from typing import Any
 import sqlalchemy as sa
 from alembic import op
 
-from asyncmem.sql.search import facets_of, neighbour_words
-from asyncmem.sql.terms import neighbour_contexts, own_terms
+from asyncmem.sql.search import neighbour_words
+from asyncmem.sql.terms import index_columns, neighbour_contexts
 
 revision: str = "0006_user_postings"
 down_revision: str | Sequence[str] | None = "0005_cjk_words"
@@ -279,9 +279,9 @@ def _rewrite(connection: sa.Connection, *, terms: bool) -> None:
                 metadata = turn.metadata
                 if isinstance(metadata, str):
                     metadata = json.loads(metadata)
-                facets = facets_of(metadata if isinstance(metadata, dict) else {}, turn.value)
-                update["facets"] = facets
-                update["words"], update["length"] = own_terms(turn.key, turn.value, facets)
+                update["facets"], update["words"], update["length"] = index_columns(
+                    turn.key, turn.value, metadata if isinstance(metadata, dict) else {}
+                )
             updates.append(update)
     assignments = "context = :context" + (
         ", facets = :facets, words = :words, length = :length" if terms else ""
@@ -294,14 +294,18 @@ def _rewrite(connection: sa.Connection, *, terms: bool) -> None:
 def _fill(dialect: str) -> list[str]:
     """Index every memory in bulk: each user's statistics, then the postings of ``words``
     and of ``context`` in key order (a term in both adds up), from one size per memory."""
+
+    def each(field: str) -> str:
+        if dialect == "sqlite":
+            return f"json_each(nullif(m.{field}, ''))"
+        return f"jsonb_each_text({_pg_object(f'm.{field}')})"
+
     if dialect == "sqlite":
-        context_size = "(SELECT count(*) FROM json_each(nullif(m.context, '')))"
-        each = "json_each(nullif({}, ''))"
+        size = _sqlite_size("m")
         weight = "e.value"
         conflict = "WHERE true ON CONFLICT DO UPDATE"
     else:
-        context_size = f"(SELECT count(*) FROM jsonb_object_keys({_pg_object('m.context')}))"
-        each = "jsonb_each_text(coalesce(nullif({}, ''), '{{}}')::jsonb)"
+        size = f"m.length + (SELECT count(*) FROM jsonb_object_keys({_pg_object('m.context')}))"
         weight = "e.value::integer"
         conflict = "ON CONFLICT (owner, term, memory_id) DO UPDATE"
     postings = [
@@ -309,7 +313,7 @@ def _fill(dialect: str) -> list[str]:
         INSERT INTO search_terms (owner, term, memory_id, weight, length)
         SELECT s.owner, e.key, m.id, {weight}, s.size
         FROM memories m JOIN asyncmem_sizes s ON s.id = m.id
-        CROSS JOIN {each.format(f"m.{field}")} AS e
+        CROSS JOIN {each(field)} AS e
         {"" if field == "words" else conflict}
         {"" if field == "words" else "SET weight = search_terms.weight + excluded.weight"}
         """
@@ -318,7 +322,7 @@ def _fill(dialect: str) -> list[str]:
     return [
         f"""
         CREATE TEMPORARY TABLE asyncmem_sizes AS
-        SELECT m.id AS id, m.user_id AS user_id, 0 AS owner, m.length + {context_size} AS size
+        SELECT m.id AS id, m.user_id AS user_id, 0 AS owner, {size} AS size
         FROM memories m
         """,
         """
