@@ -309,6 +309,18 @@ def questions_for(users: int, count: int) -> dict[str, list[tuple[str, str]]]:
     return {"rare": asked[0::2], "common": asked[1::2]}
 
 
+def _scale_result(
+    floor_ns: list[int], ours_ns: list[int], matched: list[float]
+) -> dict[str, float]:
+    """p50s of the floor and of ``query`` (the first five of each untimed) and the median
+    matched share."""
+    return {
+        "floor": pct(floor_ns[5:], 0.5),
+        "ours": pct(ours_ns[5:], 0.5),
+        "matched": sorted(matched)[len(matched) // 2] if matched else float("nan"),
+    }
+
+
 async def sqlite_scale_row(
     path: Path, questions: dict[str, list[tuple[str, str]]], limit: int
 ) -> dict[str, dict[str, float]]:
@@ -340,11 +352,7 @@ async def sqlite_scale_row(
                 start = time.perf_counter_ns()
                 await backend.query(user, question, limit)
                 ours_ns.append(time.perf_counter_ns() - start)
-            out[kind] = {
-                "floor": pct(floor_ns[5:], 0.5),
-                "ours": pct(ours_ns[5:], 0.5),
-                "matched": sorted(matched)[len(matched) // 2] if matched else float("nan"),
-            }
+            out[kind] = _scale_result(floor_ns, ours_ns, matched)
     return out
 
 
@@ -381,11 +389,7 @@ async def pg_scale_row(
                     start = time.perf_counter_ns()
                     await backend.query(user, question, limit)
                     ours_ns.append(time.perf_counter_ns() - start)
-                out[kind] = {
-                    "floor": pct(floor_ns[5:], 0.5),
-                    "ours": pct(ours_ns[5:], 0.5),
-                    "matched": sorted(matched)[len(matched) // 2] if matched else float("nan"),
-                }
+                out[kind] = _scale_result(floor_ns, ours_ns, matched)
         finally:
             await conn.close()
     return seconds, out
