@@ -7,6 +7,7 @@ question is really about. These tests fail on that statement.
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
 import pytest
@@ -106,3 +107,35 @@ async def test_both_dialects_rank_alike(tmp_path: Path) -> None:
                 for question in QUESTIONS
             ]
     assert orders["sqlite"] == orders["postgresql"]
+
+
+async def test_expired_memories_give_up_their_places(sql_store: SQLBackend) -> None:
+    """The best-scoring matches have expired: the live ones fill every place, filtered or not.
+
+    The query ranks postings first and leaves the user's expired memories out before its
+    ``LIMIT``; leaving them out after it would return fewer than ``limit``, or nothing.
+    """
+    expiring = [
+        {"key": f"old{i}", "value": "garden garden garden", "metadata": {"tag": "y"}, "ttl": 0.3}
+        for i in range(60)
+    ]
+    await sql_store.store_many("alice", expiring)
+    await sql_store.store_many("bob", expiring)
+    live = {
+        f"new{i}": f"a garden path, number {i}, among the roses and the hedges" for i in range(8)
+    }
+    for key, value in live.items():
+        await sql_store.store("alice", key, value, {"tag": "y"})
+    # Stored with an expiry, then again without: it is live, and ranks first.
+    await sql_store.store("alice", "kept", "garden garden garden garden", {"tag": "y"}, ttl=0.3)
+    await sql_store.store("alice", "kept", "garden garden garden garden", {"tag": "y"})
+    await asyncio.sleep(0.5)
+    hits = await sql_store.query("alice", "garden", limit=5)
+    assert len(hits) == 5
+    assert hits[0].key == "kept"
+    assert {hit.key for hit in hits[1:]} <= set(live)
+    filtered = await sql_store.query("alice", "garden", limit=5, where={"tag": "y"})
+    assert [hit.key for hit in filtered] == [hit.key for hit in hits]
+    everything = await sql_store.query("alice", "garden", limit=100)
+    assert {hit.key for hit in everything} == {*live, "kept"}
+    assert await sql_store.query("bob", "garden") == []

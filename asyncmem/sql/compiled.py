@@ -29,7 +29,7 @@ __all__ = [
     "load_statements",
 ]
 
-HEAD = "0006_user_postings"
+HEAD = "0007_user_expiry"
 """The Alembic revision this code's schema is at (a test checks it against the scripts)."""
 
 IMPORT_FIELDS = (

@@ -78,6 +78,14 @@ class Memory(Base):
         UniqueConstraint("user_id", "key"),
         Index(None, "user_id", "updated_at"),
         Index(None, "expires_at"),
+        # Partial: a query leaves out the user's expired memories by this range.
+        Index(
+            None,
+            "user_id",
+            "expires_at",
+            sqlite_where=text("expires_at IS NOT NULL"),
+            postgresql_where=text("expires_at IS NOT NULL"),
+        ),
         # Partial: only turns are looked up by session, and a plain store skips the index.
         Index(
             None,

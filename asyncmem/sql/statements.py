@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import functools
 import json
+import operator
 import typing
+from collections.abc import Callable
 from typing import Any
 
 from sqlalchemy import (
@@ -279,7 +281,7 @@ def _query(dialect_name: str, where: filters.Shape = ()) -> ClauseElement:
     candidates of two-stage ranking (see :func:`~asyncmem.sql.search.rerank`).
 
     BM25 as FTS5's ``bm25()`` computes it, the same on both dialects, over the user's own
-    postings (:class:`~asyncmem.sql.models.SearchTerm` and, for the latest writes,
+    postings (:class:`~asyncmem.sql.models.SearchTerm` and, on SQLite, the latest writes'
     :class:`~asyncmem.sql.models.SearchRecent`): a term's frequency is its weighted
     count in the memory (a memory's own words weigh most, its speaker and date words less,
     its neighbour turns' words least, see :mod:`asyncmem.sql.terms`), its document frequency
@@ -287,71 +289,127 @@ def _query(dialect_name: str, where: filters.Shape = ()) -> ClauseElement:
     average length are the user's (:class:`~asyncmem.sql.models.SearchUser`). Other users'
     memories change neither what is read nor the scores. ``terms`` is a JSON array on
     SQLite, a ``text[]`` on PostgreSQL.
+
+    What it reads follows the user's matching postings: a term's document frequency is a
+    count over its range of them, the scores one pass over them. Without a ``where`` filter
+    only the ``limit`` best are read from ``memories``: expired memories are left out by the
+    user's expiring ones (an index range, usually empty), not by reading every match's row.
     """
-    conditions = [_live(dialect_name), *filters.clauses(where, dialect_name)]
     postgresql = dialect_name == "postgresql"
 
     def number(value: float) -> ColumnElement[float]:
         return literal_column(repr(float(value)), Double())
 
-    def asked(model: Any) -> ColumnElement[bool]:
-        if postgresql:
-            return model.term == func.any(bindparam("terms", type_=ARRAY(Text())))  # type: ignore[no-any-return]
+    asked: Any
+    if postgresql:
+        terms_param = bindparam("terms", type_=ARRAY(Text()))
+        asked = func.unnest(terms_param).table_valued("term").render_derived().alias("asked")
+    else:
         listed = func.json_each(bindparam("terms", type_=String())).table_valued("value")
-        return model.term.in_(select(listed.c.value))  # type: ignore[no-any-return]
-
-    larger: Any = func.greatest if postgresql else func.max
-    owner = (
-        select(SearchUser.id).where(SearchUser.user_id == bindparam("user_id")).scalar_subquery()
-    )
-    hits = union_all(
-        *(
-            select(model.term, model.memory_id, model.weight, model.length).where(
-                model.owner == owner, asked(model)
-            )
-            for model in (SearchTerm, SearchRecent)
-        )
-    ).cte("hits")
-    user = (
+        asked = select(listed.c.value.label("term")).subquery("asked")
+    statistics = (
         select(
+            SearchUser.id.label("owner"),
             cast(SearchUser.documents, Double()).label("documents"),
             (cast(SearchUser.length, Double()) / cast(SearchUser.documents, Double())).label(
                 "average"
             ),
         )
         .where(SearchUser.user_id == bindparam("user_id"))
-        .subquery("statistics")
+        .cte("statistics")
     )
+    stored = SearchTerm.__table__
+    Match = Callable[[Any, Any], ColumnElement[bool]]
+    sources: list[tuple[Any, Match]] = [
+        (stored, lambda term, owner: and_(stored.c.owner == owner, stored.c.term == term))
+    ]
+    if not postgresql:
+        # SQLite's write buffer (PostgreSQL writes no postings there), read once: it is
+        # keyed memory first, so a range per term would scan all of the user's.
+        recent = (
+            select(
+                SearchRecent.term, SearchRecent.memory_id, SearchRecent.weight, SearchRecent.length
+            )
+            .where(
+                SearchRecent.owner == select(statistics.c.owner).scalar_subquery(),
+                SearchRecent.term.in_(select(asked.c.term)),
+            )
+            .cte("recent")
+        )
+        sources.append((recent, lambda term, owner: recent.c.term == term))
+    counts = [
+        select(func.count()).select_from(source).where(on(asked.c.term, statistics.c.owner))
+        for source, on in sources
+    ]
+    found = functools.reduce(operator.add, (c.scalar_subquery() for c in counts))
+    counted = (
+        select(
+            asked.c.term,
+            statistics.c.owner,
+            statistics.c.documents,
+            statistics.c.average,
+            cast(found, Double()).label("n"),
+        )
+        .select_from(asked.join(statistics, true()))
+        .cte("counted")
+    )
+    if postgresql:
+        # Once per term: PostgreSQL inlines a CTE read once, and would count per posting.
+        counted = counted.prefix_with("MATERIALIZED")
+    larger: Any = func.greatest if postgresql else func.max
     k1, b, half, one = number(search.BM25_K1), number(search.BM25_B), number(0.5), number(1)
-    # Each term's inverse document frequency, once per term.
-    n: ColumnElement[float] = cast(func.count(), Double())
-    frequencies = (
-        select(
-            hits.c.term,
-            larger(func.ln((user.c.documents - n + half) / (n + half)), number(1e-6)).label("idf"),
-            user.c.average,
-        )
-        .select_from(hits.join(user, true()))
-        .group_by(hits.c.term, user.c.documents, user.c.average)
-        .cte("frequencies")
+    n = counted.c.n
+    idf = larger(func.ln((counted.c.documents - n + half) / (n + half)), number(1e-6))
+    frequencies = select(counted.c.term, counted.c.owner, idf.label("idf"), counted.c.average).cte(
+        "frequencies"
     )
-    tf = cast(hits.c.weight, Double()) / number(terms.SCALE)
-    norm = k1 * (one - b + b * cast(hits.c.length, Double()) / frequencies.c.average)
-    scored = (
-        select(
-            hits.c.memory_id.label("id"),
-            func.sum(frequencies.c.idf * tf * (k1 + one) / (tf + norm)).label("score"),
+    if postgresql:
+        frequencies = frequencies.prefix_with("MATERIALIZED")
+    hits = union_all(
+        *(
+            select(
+                frequencies.c.idf,
+                frequencies.c.average,
+                source.c.memory_id,
+                source.c.weight,
+                source.c.length,
+            ).select_from(frequencies.join(source, on(frequencies.c.term, frequencies.c.owner)))
+            for source, on in sources
         )
-        .select_from(hits.join(frequencies, frequencies.c.term == hits.c.term))
+    ).subquery("hits")
+    tf = cast(hits.c.weight, Double()) / number(terms.SCALE)
+    norm = k1 * (one - b + b * cast(hits.c.length, Double()) / hits.c.average)
+    score = func.sum(hits.c.idf * tf * (k1 + one) / (tf + norm)).label("score")
+    if where:
+        scored = (
+            select(hits.c.memory_id.label("id"), score)
+            .group_by(hits.c.memory_id)
+            .subquery("scored")
+        )
+        return (
+            select(*_entry_columns(), scored.c.score)
+            .select_from(scored.join(Memory, Memory.id == scored.c.id))
+            .where(_live(dialect_name), *filters.clauses(where, dialect_name))
+            .order_by(scored.c.score.desc(), Memory.id)
+            .limit(bindparam("limit"))
+        )
+    expired = select(Memory.id).where(
+        Memory.user_id == bindparam("user_id"),
+        Memory.expires_at.is_not(None),
+        Memory.expires_at <= _now(dialect_name),
+    )
+    ranked = (
+        select(hits.c.memory_id.label("id"), score)
+        .where(hits.c.memory_id.not_in(expired))
         .group_by(hits.c.memory_id)
-        .subquery("scored")
+        .order_by(score.desc(), hits.c.memory_id)
+        .limit(bindparam("limit"))
+        .subquery("ranked")
     )
     return (
-        select(*_entry_columns(), scored.c.score)
-        .select_from(scored.join(Memory, Memory.id == scored.c.id))
-        .where(*conditions)
-        .order_by(scored.c.score.desc(), Memory.id)
-        .limit(bindparam("limit"))
+        select(*_entry_columns(), ranked.c.score)
+        .select_from(ranked.join(Memory, Memory.id == ranked.c.id))
+        .order_by(ranked.c.score.desc(), Memory.id)
     )
 
 
