@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import random
+import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,7 +19,7 @@ from asyncmem.sql import conversations, search, statements
 from asyncmem.sql.models import Memory
 from asyncmem.sql.search import facets_of, session_of
 from asyncmem.sql.statements import _DIALECTS, compile_sql
-from asyncmem.sql.terms import neighbour_contexts
+from asyncmem.sql.terms import neighbour_contexts, question_terms
 from tests.backends import BACKEND_FACTORIES
 
 SQL_BACKENDS = [name for name in ("sqlite", "postgresql") if name in BACKEND_FACTORIES]
@@ -322,3 +324,61 @@ def test_the_one_trip_path_finds_aiosqlite_internals() -> None:
             return found is not None and isinstance(found[1], sqlite3.Connection)
 
     assert asyncio.run(probe())
+
+
+async def test_the_rerank_reads_the_query_columns_as_it_would_the_metadata(
+    sql: SQLBackend,
+) -> None:
+    """``query`` re-ranks from its own session, speaker and caption columns without decoding
+    each candidate's metadata: the same order and scores as the re-rank over the decoded
+    metadata, whatever JSON types those keys hold."""
+    shapes: list[dict[str, Any]] = [
+        {"session": 1, "speaker": "Ann Lee"},
+        {"session": "1", "speaker": "Bo"},
+        {"session": 1.5, "speaker": 7},
+        {"session": True, "caption": "a red kite over the dunes"},
+        {"session": {"nested": 1}, "caption": ["not", "a", "string"]},
+        {"speaker": None, "caption": 3},
+        {"session": 1, "caption": "kite festival"},
+        {},
+    ]
+    for i in range(40):
+        await sql.store(
+            "alice",
+            f"m{i}",
+            f"turn {i}: Ann flew the kite {'again ' * (i % 4)}near the dunes",
+            shapes[i % len(shapes)],
+        )
+    question = "what did Ann say about the kite and the dunes?"
+    found = await sql.query("alice", question, limit=10)
+    terms = search.query_terms(question)
+    asked = question_terms(terms)
+    sql_text, _ = sql._filter("query", ())
+    rows = await sql._fetch(
+        "query",
+        sql_text,
+        sql_text.args(
+            terms=json.dumps(asked) if sql.dialect == "sqlite" else asked,
+            user_id="alice",
+            limit=search.candidate_count(10),
+            now=time.time(),
+        ),
+    )
+    metadata = [
+        json.loads(row["metadata"]) if isinstance(row["metadata"], str) else row["metadata"]
+        for row in rows
+    ]
+    expected = search.rerank(
+        terms,
+        [float(row["score"]) for row in rows],
+        metadata,
+        10,
+        values=[row["value"] for row in rows],
+        temporal=search.is_temporal(question),
+    )
+    assert [(hit.key, hit.score) for hit in found] == [
+        (rows[i]["key"], pytest.approx(score)) for i, score in expected
+    ]
+    assert {json.dumps(hit.metadata, sort_keys=True) for hit in found} <= {
+        json.dumps(shape, sort_keys=True) for shape in shapes
+    }

@@ -33,10 +33,12 @@ from sqlalchemy import (
     Text,
     and_,
     bindparam,
+    case,
     cast,
     false,
     func,
     literal,
+    literal_column,
     not_,
     or_,
     true,
@@ -48,7 +50,7 @@ from sqlalchemy.sql.expression import ColumnElement
 from asyncmem.backend import Condition, Scalar
 from asyncmem.sql.models import Memory
 
-__all__ = ["Shape", "clauses", "shape_of", "sqlite_path", "values"]
+__all__ = ["Shape", "clauses", "shape_of", "sqlite_path", "text_at", "values"]
 
 Kind = str
 """An operand's kind: ``"str"``, ``"int"``, ``"float"``, ``"bool"`` or ``"null"``."""
@@ -162,6 +164,26 @@ class _Postgres:
     def exists(cls, path: Any) -> ColumnElement[bool]:
         present: ColumnElement[bool] = cls._at(path).is_not(None)
         return present
+
+
+def text_at(key: str, dialect_name: str) -> ColumnElement[str]:
+    """The metadata's string under the top-level ``key`` (a constant of the code, not user
+    input), NULL when it is absent or not a string: read in SQL, without decoding the JSON."""
+    if dialect_name == "postgresql":
+        found = type_coerce(Memory.metadata_, JSONB).op("->", return_type=JSONB)(
+            literal_column(f"'{key}'")
+        )
+        string = type_coerce(Memory.metadata_, JSONB).op("->>", return_type=Text)(
+            literal_column(f"'{key}'")
+        )
+        return case((func.jsonb_typeof(found) == literal_column("'string'"), string))
+    path: Any = literal_column(f"'{sqlite_path([key])}'")
+    return case(
+        (
+            func.json_type(Memory.metadata_, path) == literal_column("'text'"),
+            type_coerce(func.json_extract(Memory.metadata_, path), Text),
+        )
+    )
 
 
 def clauses(shape: Shape, dialect_name: str) -> list[ColumnElement[bool]]:

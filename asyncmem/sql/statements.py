@@ -380,6 +380,13 @@ def _query(dialect_name: str, where: filters.Shape = ()) -> ClauseElement:
     tf = cast(hits.c.weight, Double()) / number(terms.SCALE)
     norm = k1 * (one - b + b * cast(hits.c.length, Double()) / hits.c.average)
     score = func.sum(hits.c.idf * tf * (k1 + one) / (tf + norm)).label("score")
+    # What the re-rank reads of each candidate's metadata (the full JSON is decoded only for
+    # the memories returned).
+    ranking = (
+        Memory.session.label("session"),
+        filters.text_at("speaker", dialect_name).label("speaker"),
+        filters.text_at(search.CAPTION_KEY, dialect_name).label("caption"),
+    )
     if where:
         scored = (
             select(hits.c.memory_id.label("id"), score)
@@ -387,7 +394,7 @@ def _query(dialect_name: str, where: filters.Shape = ()) -> ClauseElement:
             .subquery("scored")
         )
         return (
-            select(*_entry_columns(), scored.c.score)
+            select(*_entry_columns(), scored.c.score, *ranking)
             .select_from(scored.join(Memory, Memory.id == scored.c.id))
             .where(_live(dialect_name), *filters.clauses(where, dialect_name))
             .order_by(scored.c.score.desc(), Memory.id)
@@ -407,7 +414,7 @@ def _query(dialect_name: str, where: filters.Shape = ()) -> ClauseElement:
         .subquery("ranked")
     )
     return (
-        select(*_entry_columns(), ranked.c.score)
+        select(*_entry_columns(), ranked.c.score, *ranking)
         .select_from(ranked.join(Memory, Memory.id == ranked.c.id))
         .order_by(ranked.c.score.desc(), Memory.id)
     )

@@ -97,6 +97,13 @@ def _batch_chunks(items: list[BatchItem]) -> list[str]:
     return chunks
 
 
+def _ranking(row: Row) -> dict[str, Any]:
+    """What :func:`~asyncmem.sql.search.rerank` reads of a candidate's metadata, from the
+    query's own columns: the session as its JSON text (which tells sessions apart as the
+    decoded values do), the speaker and the caption when they are strings."""
+    return {name: row[name] for name in ("session", "speaker", "caption") if row[name] is not None}
+
+
 def _live_count(rows: Sequence[Row]) -> int:
     """How many deleted rows (``expires_at``, ``now``, ...) had not expired."""
     return sum(1 for row in rows if row["expires_at"] is None or row["expires_at"] > row["now"])
@@ -453,17 +460,17 @@ class SQLBackend(BackendBase):
             **bound,
         )
         rows = await self._fetch("query", sql, args)
-        metadata = [_metadata(row["metadata"]) for row in rows]
         ranked = rerank(
             terms,
             [float(row["score"]) for row in rows],
-            metadata,
+            [_ranking(row) for row in rows],
             limit,
             values=[row["value"] for row in rows],
             temporal=search.is_temporal(text),
         )
-        # Entries only for what is returned: the other candidates were read for re-ranking.
-        return [_entry(rows[i], score, metadata[i]) for i, score in ranked]
+        # Entries (and their metadata decoded) only for what is returned: the other
+        # candidates were read for re-ranking.
+        return [_entry(rows[i], score) for i, score in ranked]
 
     async def list_keys(
         self,
