@@ -25,7 +25,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from asyncmem import SQLBackend
 from asyncmem.sql import conversations
 from asyncmem.sql.drivers import Row, Transaction
-from asyncmem.sql.search import facets_of, session_of
+from asyncmem.sql.search import session_of
+from asyncmem.sql.terms import index_columns
 from benchmarks.harness import ms, pct, pg_schema, ratio
 from benchmarks.workload import sentence
 
@@ -48,14 +49,18 @@ async def main() -> None:
             for way in ("two trips", "folded") if n % 2 else ("folded", "two trips"):
                 user = f"talker-{way}"
                 metadata = {"session": session, "speaker": "User", "date": "8 May 2023"}
+                key = f"turn-{n:05d}"
+                facets, words, length = index_columns(key, value, metadata)
                 values: dict[str, Any] = {
                     "user_id": user,
-                    "key": f"turn-{n:05d}",
+                    "key": key,
                     "value": value,
                     "metadata": json.dumps(metadata),
                     "ttl": None,
                     "session": session_of(metadata),
-                    "facets": facets_of(metadata, value),
+                    "facets": facets,
+                    "words": words,
+                    "length": length,
                 }
                 now = backend._now()
 

@@ -64,6 +64,9 @@ _SCHEMA = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,62}")
 
 
 def _metadata(raw: Any) -> dict[str, Any]:
+    """A row's metadata as a new dict (the empty object, a common case, without parsing)."""
+    if raw == "{}":
+        return {}
     loaded: dict[str, Any] = json.loads(raw) if isinstance(raw, str | bytes) else raw
     return loaded
 
