@@ -170,12 +170,10 @@ def text_at(key: str, dialect_name: str) -> ColumnElement[str]:
     """The metadata's string under the top-level ``key`` (a constant of the code, not user
     input), NULL when it is absent or not a string: read in SQL, without decoding the JSON."""
     if dialect_name == "postgresql":
-        found = type_coerce(Memory.metadata_, JSONB).op("->", return_type=JSONB)(
-            literal_column(f"'{key}'")
-        )
-        string = type_coerce(Memory.metadata_, JSONB).op("->>", return_type=Text)(
-            literal_column(f"'{key}'")
-        )
+        meta = type_coerce(Memory.metadata_, JSONB)
+        name: Any = literal_column(f"'{key}'")
+        found = meta.op("->", return_type=JSONB)(name)
+        string = meta.op("->>", return_type=Text)(name)
         return case((func.jsonb_typeof(found) == literal_column("'string'"), string))
     path: Any = literal_column(f"'{sqlite_path([key])}'")
     return case(

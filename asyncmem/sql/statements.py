@@ -115,6 +115,12 @@ def _live(dialect_name: str, model: Any = Memory) -> ColumnElement[bool]:
     return or_(model.expires_at.is_(None), model.expires_at > _now(dialect_name))
 
 
+def _expired(at: ColumnElement[float], model: Any = Memory) -> ColumnElement[bool]:
+    """The memory (or version) had expired by ``at`` (``IS NOT NULL`` spelled out, so the
+    partial index of expiring memories serves it)."""
+    return and_(model.expires_at.is_not(None), model.expires_at <= at)
+
+
 def _keys_param(dialect_name: str) -> ColumnElement[bool]:
     """``key`` is one of the ``keys`` parameter: a ``text[]`` on PostgreSQL, a JSON array
     on SQLite (so the statement text does not depend on how many keys there are)."""
@@ -147,7 +153,7 @@ def _on_conflict(
     the store then redoes the write with the upkeep that turning a turn into a plain memory
     needs, in one transaction.
     """
-    expired = and_(Memory.expires_at.is_not(None), Memory.expires_at <= updated_at)
+    expired = _expired(updated_at)
     if isinstance(statement, sqlite.Insert):
         # SQLite's time is this process's clock, read before the write lock is won: another
         # writer may commit later with an earlier reading. The last to commit must still be
@@ -342,29 +348,31 @@ def _query(dialect_name: str, where: filters.Shape = ()) -> ClauseElement:
         for source, on in sources
     ]
     found = functools.reduce(operator.add, (c.scalar_subquery() for c in counts))
-    counted = (
+
+    def per_term(statement: Any, name: str) -> Any:
+        """A CTE evaluated once per term: PostgreSQL inlines a CTE read once, and would
+        count a term's postings once per posting."""
+        cte = statement.cte(name)
+        return cte.prefix_with("MATERIALIZED") if postgresql else cte
+
+    counted = per_term(
         select(
             asked.c.term,
             statistics.c.owner,
             statistics.c.documents,
             statistics.c.average,
             cast(found, Double()).label("n"),
-        )
-        .select_from(asked.join(statistics, true()))
-        .cte("counted")
+        ).select_from(asked.join(statistics, true())),
+        "counted",
     )
-    if postgresql:
-        # Once per term: PostgreSQL inlines a CTE read once, and would count per posting.
-        counted = counted.prefix_with("MATERIALIZED")
     larger: Any = func.greatest if postgresql else func.max
     k1, b, half, one = number(search.BM25_K1), number(search.BM25_B), number(0.5), number(1)
     n = counted.c.n
     idf = larger(func.ln((counted.c.documents - n + half) / (n + half)), number(1e-6))
-    frequencies = select(counted.c.term, counted.c.owner, idf.label("idf"), counted.c.average).cte(
-        "frequencies"
+    frequencies = per_term(
+        select(counted.c.term, counted.c.owner, idf.label("idf"), counted.c.average),
+        "frequencies",
     )
-    if postgresql:
-        frequencies = frequencies.prefix_with("MATERIALIZED")
     hits = union_all(
         *(
             select(
@@ -401,9 +409,7 @@ def _query(dialect_name: str, where: filters.Shape = ()) -> ClauseElement:
             .limit(bindparam("limit"))
         )
     expired = select(Memory.id).where(
-        Memory.user_id == bindparam("user_id"),
-        Memory.expires_at.is_not(None),
-        Memory.expires_at <= _now(dialect_name),
+        Memory.user_id == bindparam("user_id"), _expired(_now(dialect_name))
     )
     ranked = (
         select(hits.c.memory_id.label("id"), score)
@@ -522,7 +528,7 @@ def statements_for(dialect_name: str) -> Statements:
     # Purging compares with one cutoff read at its start, so every statement of the purge
     # removes the same memories.
     cutoff = bindparam("cutoff", type_=Double)
-    expired = (Memory.expires_at.is_not(None), Memory.expires_at <= cutoff)
+    expired = _expired(cutoff)
     turn = (Memory.id, Memory.value, Memory.context)
     same = (user, Memory.session == bindparam("session", type_=Text))
     by_id = Memory.id == bindparam("id", type_=BigInteger)
@@ -549,22 +555,18 @@ def statements_for(dialect_name: str) -> Statements:
         expired_turn_users=sql(
             select(Memory.user_id)
             .distinct()
-            .where(*expired, Memory.session.is_not(None))
+            .where(expired, Memory.session.is_not(None))
             .order_by(Memory.user_id)
         ),
         purge_expired=sql(
-            delete(Memory).where(*expired, Memory.session.is_(None)).returning(Memory.id)
+            delete(Memory).where(expired, Memory.session.is_(None)).returning(Memory.id)
         ),
         purge_expired_turns=sql(
             delete(Memory)
-            .where(*expired, Memory.session.is_not(None))
+            .where(expired, Memory.session.is_not(None))
             .returning(Memory.user_id, Memory.id, Memory.session)
         ),
-        purge_expired_versions=sql(
-            delete(MemoryVersion).where(
-                MemoryVersion.expires_at.is_not(None), MemoryVersion.expires_at <= cutoff
-            )
-        ),
+        purge_expired_versions=sql(delete(MemoryVersion).where(_expired(cutoff, MemoryVersion))),
         set_setting=sql(
             setting.on_conflict_do_update(
                 index_elements=[Setting.name], set_={Setting.value: setting.excluded.value}
