@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from asyncmem.sql import search
 from asyncmem.sql.search import candidate_count, rerank, session_of
@@ -164,3 +166,72 @@ def test_rerank_tells_sessions_of_other_json_types_apart() -> None:
     assert [i for i, _ in ranked] == [0, 3, 1, 2, 4]
     same = [{"session": 1}] * 3 + [{}, {"session": 1}]
     assert [i for i, _ in rerank(["cat"], [10.0, 2.0, 1.9, 5.0, 1.8], same, 5)][1] == 1
+
+
+def _rerank_the_long_way(
+    terms: list[str],
+    scores: list[float],
+    metadata: list[dict[str, object]],
+    limit: int,
+    values: list[str],
+    temporal: bool,
+) -> list[tuple[int, float]]:
+    """rerank as its docstring and constants describe it, every candidate read."""
+    top = max(scores)
+    norm = [score / top if top > 0 else 0.0 for score in scores]
+    sessions = [search._session_key(meta) for meta in metadata]
+    best: dict[object, float] = {}
+    for session, value in zip(sessions, norm, strict=True):
+        if session is not None:
+            best[session] = max(best.get(session, -1.0), value)
+    final = []
+    for value, session, meta in zip(norm, sessions, metadata, strict=True):
+        if session is not None:
+            value += search.SESSION_WEIGHT * best[session]
+        speaker = meta.get("speaker")
+        named = isinstance(speaker, str) and set(terms) & search._name_words(speaker)
+        final.append(value + (search.SPEAKER_BOOST if named else 0.0))
+    if temporal:
+        for i, text in enumerate(values):
+            if search._TIME_WORDS.search(text[: search.CONTEXT_CHARS]):
+                final[i] += search.TEMPORAL_BOOST
+    search._second_pass(terms, final, metadata, values, limit)
+    order = sorted(range(len(final)), key=lambda i: (-final[i], i))
+    return [(i, final[i]) for i in order[:limit]]
+
+
+_WORDS = ["cat", "mat", "sat", "last", "saturday", "2023", "dog", "ran"]
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.floats(0, 10),
+            st.sampled_from([None, "a", "b", 1, "1"]),
+            st.sampled_from([None, "Cat Stevens", "Dog", ["not", "a", "name"], 7]),
+            st.lists(st.sampled_from(_WORDS), max_size=8).map(" ".join),
+        ),
+        min_size=1,
+        max_size=40,
+    ),
+    st.lists(st.sampled_from(_WORDS), min_size=1, max_size=3),
+    st.integers(1, 6),
+    st.booleans(),
+)
+def test_rerank_s_shortcuts_change_no_result(
+    candidates: list[tuple[float, object, object, str]],
+    terms: list[str],
+    limit: int,
+    temporal: bool,
+) -> None:
+    """Reading only the candidates that can still reach the top (time words, the second
+    pass) and finding each speaker's boost once give what reading every candidate gives."""
+    scores = [score for score, _, _, _ in candidates]
+    metadata = [
+        {name: item for name, item in (("session", session), ("speaker", speaker)) if item}
+        for _, session, speaker, _ in candidates
+    ]
+    values = [value for _, _, _, value in candidates]
+    expected = _rerank_the_long_way(terms, scores, metadata, limit, values, temporal)
+    assert rerank(terms, scores, metadata, limit, values=values, temporal=temporal) == expected

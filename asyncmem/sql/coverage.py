@@ -42,17 +42,33 @@ _WORD = re.compile(r"[^\W_]+")
 _CJK = re.compile("[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uff66-\uff9f]")
 
 
-_ASCII_WORDS = str.maketrans({c: " " for c in map(chr, range(128)) if not c.isalnum()})
+_ASCII_WORDS = bytes(c if chr(c).isalnum() and c < 128 else 32 for c in range(256))
 """ASCII text: everything but letters and digits becomes a space, so ``split`` finds words
-(five times faster than the regular expression)."""
+(as bytes: three times faster than ``str.translate``, fifteen than the regular expression)."""
 
 
 def _words(text: str) -> list[str]:
     """The lower-cased words of the first :data:`COVERAGE_CHARS` of ``text``."""
     text = text[:COVERAGE_CHARS]
     if text.isascii():
-        return text.lower().translate(_ASCII_WORDS).split()
+        return text.lower().encode().translate(_ASCII_WORDS).decode().split()
     return _WORD.findall(unicodedata.normalize("NFKC", text).lower())
+
+
+def _hits(words: list[str], matched: set[str], term_of: dict[str, int]) -> list[tuple[int, int]]:
+    """(position, term) of every word of ``words`` in ``matched``, in order; found by
+    ``list.index`` (a scan in C) rather than a Python loop over every word."""
+    hits: list[tuple[int, int]] = []
+    for word in matched:
+        term = term_of[word]
+        at = words.index(word)
+        count = words.count(word)
+        hits.append((at, term))
+        for _ in range(count - 1):
+            at = words.index(word, at + 1)
+            hits.append((at, term))
+    hits.sort()
+    return hits
 
 
 def coverage_and_proximity(terms: Sequence[str], texts: Sequence[str]) -> list[tuple[float, float]]:
@@ -70,7 +86,7 @@ def coverage_and_proximity(terms: Sequence[str], texts: Sequence[str]) -> list[t
     cjk = [(index, term) for index, term in enumerate(terms) if _CJK.search(term)]
     term_of = dict(wanted)
     seen: set[str] = set()
-    found: list[tuple[list[str], set[str]]] = []
+    found: list[tuple[list[str], set[str], set[int]]] = []
     frequency = [0] * len(terms)
     for text in texts:
         words = _words(text)
@@ -82,20 +98,23 @@ def coverage_and_proximity(terms: Sequence[str], texts: Sequence[str]) -> list[t
                     term_of.setdefault(word, index)
             seen |= distinct
         matched = distinct.intersection(term_of)
-        found.append((words, matched))
-        for found_term in {term_of[word] for word in matched}:
+        present = {term_of[word] for word in matched}
+        found.append((words, matched, present))
+        for found_term in present:
             frequency[found_term] += 1
     n = len(texts)
     weight = [math.log(1 + (n - df + 0.5) / (df + 0.5)) if df else 0.0 for df in frequency]
     total = sum(weight)
     pairs = sum(1 for df in frequency if df) - 1
     features = []
-    for words, matched in found:
-        present = {term_of[word] for word in matched}
-        coverage = sum(weight[index] for index in present) / total if total else 0.0
+    for words, matched, present in found:
+        if not present:
+            features.append((0.0, 0.0))
+            continue
+        coverage = sum([weight[index] for index in present]) / total
         proximity = 0.0
         if pairs > 0 and len(present) > 1:
-            hits = [(at, term_of[word]) for at, word in enumerate(words) if word in matched]
+            hits = _hits(words, matched, term_of)
             near: set[tuple[int, int]] = set()
             for (at, one), (next_at, other) in pairwise(hits):
                 if one != other and next_at - at <= PROXIMITY_WORDS:

@@ -104,7 +104,14 @@ def _ranking(row: Row) -> dict[str, Any]:
     """What :func:`~asyncmem.sql.search.rerank` reads of a candidate's metadata, from the
     query's own columns: the session as its JSON text (which tells sessions apart as the
     decoded values do), the speaker and the caption when they are strings."""
-    return {name: row[name] for name in ("session", "speaker", "caption") if row[name] is not None}
+    ranking: dict[str, Any] = {}
+    if (session := row["session"]) is not None:
+        ranking["session"] = session
+    if (speaker := row["speaker"]) is not None:
+        ranking["speaker"] = speaker
+    if (caption := row["caption"]) is not None:
+        ranking["caption"] = caption
+    return ranking
 
 
 def _live_count(rows: Sequence[Row]) -> int:
