@@ -125,6 +125,27 @@ def cutoff_field(queries: Sequence[Mapping[str, Any]]) -> str | None:
     return None
 
 
+def first_turns(data: Mapping[str, Any], count: int) -> dict[str, Any]:
+    """The first user's first ``count`` memories (in the order of the cutoff field) and the
+    questions asked by then whose evidence lies in them: one long chat, for latency at one
+    conversation's scale (issue 21's 800-message chat)."""
+    order = cutoff_field(data["queries"]) or "seq"
+    user = min(memory["user_id"] for memory in data["memories"])
+    memories = sorted(
+        (memory for memory in data["memories"] if memory["user_id"] == user),
+        key=lambda memory: float(memory["metadata"][order]),
+    )[:count]
+    kept = {memory["key"] for memory in memories}
+    queries = [
+        query
+        for query in data["queries"]
+        if query["user_id"] == user
+        and set(query["evidence"]) <= kept
+        and float(query.get(f"cutoff_{order}") or 0) <= count
+    ]
+    return {**data, "memories": memories, "queries": queries}
+
+
 def strip(metadata: Mapping[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in metadata.items() if k not in CONVERSATION_KEYS}
 
@@ -335,6 +356,13 @@ async def main(argv: Sequence[str] | None = None) -> int:
         "relevance then searches other users' memories too)",
     )
     parser.add_argument(
+        "--first-turns",
+        type=int,
+        metavar="N",
+        help="only the first user's first N memories and the questions answered in them "
+        "(issue 21's long chat: --first-turns 800 on realmem-turns.json.gz, 83 questions)",
+    )
+    parser.add_argument(
         "--baseline",
         action="store_true",
         help="SQLite: also score the core store's plain FTS5 query on the same rows (past only)",
@@ -357,6 +385,9 @@ async def main(argv: Sequence[str] | None = None) -> int:
             for item in (*data["memories"], *data["queries"]):
                 item["user_id"] = "one"
         name = path.name.split(".")[0]
+        if args.first_turns:
+            data = first_turns(data, args.first_turns)
+            name = f"{name}, first {args.first_turns} turns"
         async with scratch_backend(args.url) as backend:
             started = time.perf_counter()
             run = await replay(
