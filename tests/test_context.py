@@ -172,6 +172,12 @@ async def test_a_turn_store_that_fails_midway_changes_nothing(
     async def broken(*args: Any) -> None:
         raise RuntimeError("after the upsert, before the neighbours")
 
+    async def the_long_way(*args: Any) -> None:
+        return None
+
+    # PostgreSQL's one-statement path for a new last turn is all or nothing by itself (see
+    # test_write_faults); here the transaction every other turn write takes.
+    monkeypatch.setattr(conversations, "append_turn", the_long_way)
     monkeypatch.setattr(conversations, "_write_contexts", broken)
     with pytest.raises(RuntimeError):
         await sql.store("alice", "t3", "turn 3 word3", {"session": "s"})
@@ -181,6 +187,77 @@ async def test_a_turn_store_that_fails_midway_changes_nothing(
     monkeypatch.undo()
     await sql.store("alice", "t3", "turn 3 word3", {"session": "s"})
     await _check_contexts(sql)
+
+
+class _Sent:
+    """A fault hook that fails nothing and counts the statements a call sends."""
+
+    def __init__(self) -> None:
+        self.texts: list[str] = []
+
+    def __call__(self, sql: Any) -> None:
+        self.texts.append(sql.text)
+
+
+@pytest.mark.skipif("postgresql" not in BACKEND_FACTORIES, reason="PostgreSQL is off")
+async def test_postgresql_stores_a_new_last_turn_in_one_statement(tmp_path: Path) -> None:
+    async with BACKEND_FACTORIES["postgresql"](tmp_path) as sql:
+        assert isinstance(sql, SQLBackend)
+        sent = _Sent()
+        sql._driver.fault_hook = sent
+        for i in range(6):
+            sent.texts.clear()
+            await sql.store("alice", f"t{i}", f"turn {i} word{i}", {"session": "s"})
+            assert len(sent.texts) == 1, (i, sent.texts)
+        await _check_contexts(sql)
+        # Stored again, or moved: the transaction (BEGIN and the lock are one trip).
+        sent.texts.clear()
+        await sql.store("alice", "t2", "turn 2 again", {"session": "s"})
+        assert len(sent.texts) > 1
+        await _check_contexts(sql)
+        # Another store (another process) added a turn: this one's guess is stale, so the
+        # function writes nothing, the last turns are read, and the write goes through.
+        async with SQLBackend(sql.url, schema=sql.schema) as other:
+            await other.store("alice", "t6", "turn 6 word6", {"session": "s"})
+        sent.texts.clear()
+        await sql.store("alice", "t7", "turn 7 word7", {"session": "s"})
+        assert len(sent.texts) == 3
+        await _check_contexts(sql)
+        sent.texts.clear()
+        await sql.store("alice", "t8", "turn 8 word8", {"session": "s"})
+        assert len(sent.texts) == 1
+        await _check_contexts(sql)
+        sql._driver.fault_hook = None
+
+
+@pytest.mark.skipif("postgresql" not in BACKEND_FACTORIES, reason="PostgreSQL is off")
+async def test_two_postgresql_stores_writing_one_conversation_keep_contexts_exact(
+    tmp_path: Path,
+) -> None:
+    """Each store's remembered last turns go stale as the other writes: every write is still
+    exact, in turn and concurrently."""
+    async with BACKEND_FACTORIES["postgresql"](tmp_path) as sql:
+        assert isinstance(sql, SQLBackend)
+        async with SQLBackend(sql.url, schema=sql.schema) as other:
+            rng = random.Random(3)
+            stores = [sql, other]
+            for step in range(60):
+                store, key = rng.choice(stores), f"k{rng.randrange(20)}"
+                if rng.random() < 0.15:
+                    await store.delete("alice", key)
+                else:
+                    session = rng.choice(["x", "x", "y"])
+                    await store.store(
+                        "alice", key, f"v{step} w{rng.randrange(30)}", {"session": session}
+                    )
+            await _check_contexts(sql)
+            await asyncio.gather(
+                *(
+                    stores[i % 2].store("alice", f"c{i}", f"turn {i} w{i}", {"session": "x"})
+                    for i in range(30)
+                )
+            )
+            await _check_contexts(sql)
 
 
 async def test_sqlite_one_trip_transaction_refuses_other_awaits(tmp_path: Path) -> None:

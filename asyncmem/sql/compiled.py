@@ -29,7 +29,7 @@ __all__ = [
     "load_statements",
 ]
 
-HEAD = "0007_user_expiry"
+HEAD = "0008_append_turn"
 """The Alembic revision this code's schema is at (a test checks it against the scripts)."""
 
 IMPORT_FIELDS = (
@@ -95,6 +95,7 @@ class Statements:
     set_session: SQL
     clear_session: SQL
     revision: SQL
+    append_turn: SQL | None
     lock_user: SQL | None
 
 

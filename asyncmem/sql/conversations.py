@@ -13,20 +13,29 @@ the writer's thread in one trip). On PostgreSQL the users' advisory locks come f
 that know the users pass them to ``driver.atomic(lock=sql.lock_user, lock_users=...)``, which
 sends ``BEGIN`` and the locks in one round trip; :func:`lock_users` is for users found inside
 the transaction (``purge_expired``).
+
+PostgreSQL's common case, a conversation's new last turn, skips the transaction:
+:func:`append_turn` computes the contexts from the last turns :class:`Tails` remembers and
+one statement (revision 0008's function) takes the lock, checks those are still the last
+turns, and writes, all or nothing.
 """
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Sequence
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable, Collection, Iterable, Sequence
 from typing import Any
 
 from asyncmem.sql import search
-from asyncmem.sql.compiled import Statements
+from asyncmem.sql.compiled import SQL, Statements
 from asyncmem.sql.drivers import Row, Transaction
 from asyncmem.sql.terms import neighbour_contexts
 
 __all__ = [
+    "TAIL_CACHE",
     "Change",
+    "Tails",
+    "append_turn",
     "close_gaps",
     "leave",
     "lock_users",
@@ -176,3 +185,97 @@ async def close_gaps(
     for user_id, row_id, session in removed:
         if session is not None:
             await _refresh(transaction, sql, user_id, session, row_id)
+
+
+TAIL_CACHE = 1024
+"""How many conversations' last turns :class:`Tails` keeps (at most three value heads each)."""
+
+Tail = tuple[tuple[int, str], ...]
+"""A conversation's last turns, oldest first: (row id, the value's first
+:data:`~asyncmem.sql.search.CONTEXT_CHARS` characters, all a context reads of it)."""
+
+
+class Tails:
+    """The last turns of recent conversations, as this store last wrote or read them.
+
+    A guess and nothing more: :func:`append_turn` sends it with the write, and the database
+    checks it under the user's lock, so a guess gone stale (another process wrote to the
+    conversation) costs a read and a retry, never a wrong context.
+    """
+
+    def __init__(self, size: int = TAIL_CACHE) -> None:
+        self._size = size
+        self._tails: OrderedDict[tuple[str, str], Tail] = OrderedDict()
+
+    def get(self, user_id: str, session: str) -> Tail:
+        tail = self._tails.get((user_id, session))
+        if tail is None:
+            return ()  # a new conversation, most likely
+        self._tails.move_to_end((user_id, session))
+        return tail
+
+    def put(self, user_id: str, session: str, tail: Tail) -> None:
+        self._tails[(user_id, session)] = tail
+        self._tails.move_to_end((user_id, session))
+        if len(self._tails) > self._size:
+            self._tails.popitem(last=False)
+
+
+Fetch = Callable[[SQL, Sequence[Any]], Awaitable[list[Row]]]
+"""One statement on its own (autocommit), its rows."""
+
+
+def _heads(rows: Iterable[Row]) -> Tail:
+    return tuple((row["id"], row["value"][: search.CONTEXT_CHARS]) for row in rows)
+
+
+async def append_turn(
+    fetch: Fetch, sql: Statements, tails: Tails, values: dict[str, Any]
+) -> Row | None:
+    """PostgreSQL: store a conversation's new last turn in one statement; its row, or None
+    when it is not a new last turn (the caller then runs :func:`store_turn` in a transaction).
+
+    The contexts are computed from the conversation's last turns as ``tails`` remembers them;
+    ``sql.append_turn`` (revision 0008's function) writes the turn and its neighbours'
+    contexts only if those are still the last turns. If they are not, they are read (one
+    statement, outside any transaction: the function checks them again) and the write tried
+    once more. Five round trips (``BEGIN`` and the lock, the tail, the upsert, the
+    neighbours, ``COMMIT``) become one.
+    """
+    append = sql.append_turn
+    if append is None:
+        return None
+    user_id, session = values["user_id"], values["session"]
+    tail = tails.get(user_id, session)
+    for _ in range(2):
+        first = max(0, len(tail) - search.CONTEXT_AFTER)
+        contexts = neighbour_contexts([head for _, head in tail] + [values["value"]], first=first)
+        newest_first = tail[::-1]
+        rows = await fetch(
+            append,
+            append.args(
+                **values,
+                context=contexts[-1],
+                tail_ids=[row_id for row_id, _ in newest_first],
+                tail_heads=[head for _, head in newest_first],
+                neighbour_ids=[row_id for row_id, _ in tail[first:]],
+                neighbour_contexts=contexts[:-1],
+            ),
+        )
+        if rows:
+            row = rows[0]
+            if not row["appended"]:
+                return None  # the key is stored already: stored again, or moved
+            reach = search.CONTEXT_BEFORE + search.CONTEXT_AFTER
+            head = values["value"][: search.CONTEXT_CHARS]
+            tails.put(user_id, session, (*tail, (row["id"], head))[-reach:])
+            return row
+        last = sql.turns_tail
+        found = _heads(reversed(await fetch(last, last.args(user_id=user_id, session=session))))
+        if found == tail:
+            # The function and Python read these turns differently (a database whose
+            # encoding is not UTF-8 cuts values by bytes): the long way, every time.
+            return None
+        tail = found
+        tails.put(user_id, session, tail)
+    return None  # another writer keeps adding turns: take the lock the long way

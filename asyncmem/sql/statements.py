@@ -20,6 +20,7 @@ from typing import Any
 from sqlalchemy import (
     ARRAY,
     BigInteger,
+    Boolean,
     Double,
     Integer,
     String,
@@ -601,6 +602,7 @@ def statements_for(dialect_name: str) -> Statements:
             .where(by_id, Memory.session == bindparam("session", type_=Text))
             .values(session=null(), context="")
         ),
+        append_turn=sql(_append_turn(reach)) if dialect_name == "postgresql" else None,
         lock_user=(
             sql(
                 select(
@@ -613,6 +615,50 @@ def statements_for(dialect_name: str) -> Statements:
             if dialect_name == "postgresql"
             else None
         ),
+    )
+
+
+def _append_turn(reach: int) -> ClauseElement:
+    """PostgreSQL: a conversation's new last turn in one statement (revision 0008's function).
+
+    ``tail_ids`` and ``tail_heads`` name the conversation's last ``reach`` turns, newest first,
+    as the caller computed the contexts from (each value's first
+    :data:`~asyncmem.sql.search.CONTEXT_CHARS` characters); ``neighbour_ids`` and
+    ``neighbour_contexts`` are the contexts of earlier turns the new turn changes. No row:
+    the last turns are others, nothing was written. ``appended`` false: the key is stored
+    already, nothing was written. Otherwise the upsert's columns for the new row.
+    """
+    arguments = ", ".join(
+        [
+            "CAST(:user_id AS TEXT)",
+            "CAST(:key AS TEXT)",
+            "CAST(:value AS TEXT)",
+            "CAST(:metadata AS JSONB)",
+            "CAST(:ttl AS DOUBLE PRECISION)",
+            "CAST(:session AS TEXT)",
+            "CAST(:context AS TEXT)",
+            "CAST(:facets AS TEXT)",
+            "CAST(:words AS TEXT)",
+            "CAST(:length AS INTEGER)",
+            f"{reach}",
+            f"{search.CONTEXT_CHARS}",
+            "CAST(:tail_ids AS BIGINT[])",
+            "CAST(:tail_heads AS TEXT[])",
+            "CAST(:neighbour_ids AS BIGINT[])",
+            "CAST(:neighbour_contexts AS TEXT[])",
+        ]
+    )
+    return text(
+        "SELECT turn.r_created_at AS created_at, turn.r_updated_at AS updated_at, "
+        "turn.r_expires_at AS expires_at, turn.r_id AS id, turn.r_session AS session, "
+        f"turn.r_appended AS appended FROM asyncmem_append_turn({arguments}) AS turn"
+    ).columns(
+        created_at=Double,
+        updated_at=Double,
+        expires_at=Double,
+        id=BigInteger,
+        session=Text,
+        appended=Boolean,
     )
 
 

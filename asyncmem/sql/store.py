@@ -219,6 +219,7 @@ class SQLBackend(BackendBase):
                 self._url.sqlalchemy(), pool_size=pool_size, timeout=timeout, schema=schema
             )
         self._last_time = 0.0
+        self._tails = conversations.Tails()
 
     @property
     def url(self) -> str:
@@ -398,6 +399,14 @@ class SQLBackend(BackendBase):
                 "store", plain, plain.args(context="", now=now, **values), write=True
             )
             row = rows[0] if rows else None
+        elif self._sql.append_turn is not None:
+            # PostgreSQL: a conversation's new last turn, the common case, in one statement.
+            row = await conversations.append_turn(
+                lambda sql, args: self._fetch("store", sql, args, write=True),
+                self._sql,
+                self._tails,
+                values,
+            )
         if row is None:
             row = await self._atomic(
                 "store", [user_id], lambda transaction: self._store(transaction, values, now)
