@@ -713,13 +713,22 @@ class PostgresDriver:
     restart costs no failed call. Only a connection that had been idle in the pool is
     retried, and only when the failure is the connection itself, not anything the server
     answered.
+
+    The connections run with ``enable_seqscan = off``: every statement of the store reads a
+    user's rows or a memory's postings by index. After five calls a prepared statement may
+    switch to a generic plan, priced once and kept until the next ``ANALYZE``; one priced
+    while the tables were small scanned every user's postings, so alice's query over her two
+    memories took 37 ms instead of 1.4 (27×) once bob held 50,000 (``isolation.py --parts
+    noise`` before ``ANALYZE``). With sequential scans priced out, that plan reads the index
+    and takes 0.1 ms; the other calls' p50 moved by 2% or less (``force_custom_plan``, the
+    other cure, made every store, retrieve and delete 20-40% slower).
     """
 
     def __init__(self, url: URL, *, pool_size: int, timeout: float, schema: str | None) -> None:
         self._dsn = url.set(drivername="postgresql").render_as_string(hide_password=False)
         self._pool_size = max(1, pool_size)
         self._timeout = timeout
-        settings = {"application_name": "asyncmem"}
+        settings = {"application_name": "asyncmem", "enable_seqscan": "off"}
         if schema is not None:
             settings["search_path"] = schema
         self._settings = settings
