@@ -52,3 +52,27 @@ async def test_a_plan_cached_while_small_reads_the_index_once_large() -> None:
         assert ("Seq Scan", "search_terms") not in scans, scans
         hits = await sql.query("alice", "coffee or tea?")
         assert sorted(hit.key for hit in hits) == ["a1", "a2"]
+
+
+async def test_a_connection_plans_each_statement_once() -> None:
+    """No call pays for planning its statement again (0.4 ms of a 1 ms query at 1,000
+    memories), whatever the users' sizes: every plan the store's connection ran is generic."""
+    async with pg_schema() as schema, SQLBackend(PG_URL, schema=schema, auto_migrate=True) as sql:
+        await sql.store_many("bob", [{"key": f"b{i}", "value": f"coffee {i}"} for i in range(300)])
+        await sql.store("alice", "a1", "I drink coffee every morning")
+        for _ in range(8):
+            for user in ("alice", "bob"):
+                await sql.query(user, "coffee or tea?")
+                await sql.retrieve(user, "a1")
+
+        async def plans(transaction: Any) -> list[Any]:
+            found: list[Any] = await transaction._connection.fetch(
+                "SELECT statement, generic_plans, custom_plans FROM pg_prepared_statements"
+            )
+            return found
+
+        found = await sql._driver.atomic(plans)
+        asked = [row for row in found if row["statement"] == sql._sql.query.text]
+        assert asked
+        assert all(row["custom_plans"] == 0 for row in found), found
+        assert sum(row["generic_plans"] for row in asked) >= 16

@@ -714,21 +714,27 @@ class PostgresDriver:
     retried, and only when the failure is the connection itself, not anything the server
     answered.
 
-    The connections run with ``enable_seqscan = off``: every statement of the store reads a
-    user's rows or a memory's postings by index. After five calls a prepared statement may
-    switch to a generic plan, priced once and kept until the next ``ANALYZE``; one priced
-    while the tables were small scanned every user's postings, so alice's query over her two
+    The connections run with ``enable_seqscan = off`` and ``plan_cache_mode =
+    force_generic_plan``: every statement of the store reads a user's rows or a memory's
+    postings by index, so each is planned once per connection (and again after an
+    ``ANALYZE``), not at every call. Left to choose, PostgreSQL re-planned the query at every
+    call (0.4 ms of a 1 ms query at 1,000 memories), and a generic plan it switched to, priced
+    while the tables were small, scanned every user's postings: alice's query over her two
     memories took 37 ms instead of 1.4 (27×) once bob held 50,000 (``isolation.py --parts
-    noise`` before ``ANALYZE``). With sequential scans priced out, that plan reads the index
-    and takes 0.1 ms; the other calls' p50 moved by 2% or less (``force_custom_plan``, the
-    other cure, made every store, retrieve and delete 20-40% slower).
+    noise``, before ``ANALYZE``). With sequential scans priced out that plan reads the index
+    (0.1 ms). ``force_custom_plan``, the other cure, made every store, retrieve and delete
+    20-40% slower; these two settings moved no other call's p50 by more than 3%.
     """
 
     def __init__(self, url: URL, *, pool_size: int, timeout: float, schema: str | None) -> None:
         self._dsn = url.set(drivername="postgresql").render_as_string(hide_password=False)
         self._pool_size = max(1, pool_size)
         self._timeout = timeout
-        settings = {"application_name": "asyncmem", "enable_seqscan": "off"}
+        settings = {
+            "application_name": "asyncmem",
+            "enable_seqscan": "off",
+            "plan_cache_mode": "force_generic_plan",
+        }
         if schema is not None:
             settings["search_path"] = schema
         self._settings = settings

@@ -309,12 +309,7 @@ def _query(dialect_name: str, where: filters.Shape = ()) -> ClauseElement:
 
     asked: Any
     if postgresql:
-        # ``unnest((SELECT $1))``, not ``unnest($1)``: seeing the array, the planner plans the
-        # statement afresh at every call; behind a sub-select its estimates do not depend on
-        # the terms, so after five calls a connection keeps one generic plan of the same
-        # shape. Safe only with sequential scans priced out (see ``PostgresDriver``): a
-        # generic plan priced while the tables were small scanned every user's postings.
-        terms_param = select(bindparam("terms", type_=ARRAY(Text()))).scalar_subquery()
+        terms_param = bindparam("terms", type_=ARRAY(Text()))
         asked = func.unnest(terms_param).table_valued("term").render_derived().alias("asked")
     else:
         listed = func.json_each(bindparam("terms", type_=String())).table_valued("value")
