@@ -269,9 +269,9 @@ class SQLiteDriver:
     as one ``BEGIN IMMEDIATE`` … ``COMMIT`` in one trip to its thread, each in a savepoint of
     its own, so a write holds the file's write lock for one short transaction and other
     processes wait up to ``busy_timeout`` for it; the reads waiting for a reader run in one
-    trip too. Writers of this process never contend for the lock among themselves; a write
-    batch that finds another process holding it waits in :class:`_Batcher`, not in SQLite's
-    busy handler.
+    trip too. Writers of this process never contend for the lock among themselves; for
+    other processes' lock the writer's thread waits itself (:func:`_when_free`), not in
+    SQLite's busy handler.
     :meth:`transaction` (the path when aiosqlite's private API is missing) holds the writer
     from ``BEGIN IMMEDIATE`` to ``COMMIT``, so no other write of this process lands inside it.
     """
@@ -329,8 +329,8 @@ class SQLiteDriver:
             self._next_batcher = itertools.cycle(self._read_batchers)
 
     async def _wait_for_locks_here(self, writer: aiosqlite.Connection) -> None:
-        """Turn the writer's busy handler off: its writes wait for the write lock in
-        :class:`_Batcher` instead, up to ``busy_timeout`` as before.
+        """Turn the writer's busy handler off: it waits for the write lock in
+        :func:`_when_free` instead, up to ``busy_timeout`` as before.
 
         SQLite's handler sleeps 1, 2, 5, 10, 15, 20, 25, 25, 25, 50, 50, then 100 ms at a
         time, so a writer that lost a few times slept on long after the lock was free and
@@ -412,10 +412,7 @@ class SQLiteDriver:
             def attempt() -> int:
                 return int(connection.execute(sql.text, args).rowcount)
 
-            try:
-                rowcount: int = await run(_first, connection, attempt, self._lock_wait)
-            except _LockTaken as taken:
-                raise taken.error from None
+            rowcount: int = await run(_when_free, connection, attempt, self._lock_wait)
             return rowcount
 
     async def checkpoint(self) -> None:
@@ -529,73 +526,47 @@ Outcome = tuple[bool, Any]
 
 
 _LOCK_RETRY_FIRST = 0.0005
-"""Seconds of the first sleep of a write batch that found the write lock taken (doubling
-up to :data:`_LOCK_RETRY_MOST`); each sleep is drawn between half of it and all of it, so
+"""Seconds of the first sleep of a writer that found the write lock taken (doubling up to
+:data:`_LOCK_RETRY_MOST`); each sleep is drawn between half of it and all of it, so
 writers that lost together do not come back together."""
 
 _LOCK_RETRY_MOST = 0.004
 """Seconds of the longest sleep between two tries for the write lock.
 
-In the writer's thread a try that fails costs ~2.5 µs of CPU in SQLite and ~40 µs for the
-``time.sleep`` around it (measured on the 2-core benchmark machine; the same wait through
-the event loop, a trip and ``asyncio.sleep``, cost ~500 µs a try), so a process waiting on
-this cap costs ~1.5% of a core: the price of noticing a free lock within 2-4 ms instead of
-SQLite's 100 ms.
+A try that fails costs 2.5 µs of CPU, the sleep and wake around it ~40 µs (measured with
+``time.sleep(0.0005)`` on the 2-core benchmark machine), so a writer waiting on this cap
+costs at most ~1.5% of a core, 16 such writers ~25%: the price of noticing a free lock
+within 2-4 ms instead of SQLite's 100 ms.
 """
 
-_LOCK_ROUND = 0.02
-"""Seconds a write batch tries for the write lock in the writer's thread before it goes
-back to the event loop (:class:`_LockTaken`) to take in the calls that arrived meanwhile;
-a return costs ~300 µs of CPU, so ~1.5% of a core for a process that waits."""
+
+def _busy(error: sqlite3.Error) -> bool:
+    return getattr(error, "sqlite_errorcode", 0) & 0xFF == sqlite3.SQLITE_BUSY
 
 
-def _lock_sleeps() -> Iterator[float]:
-    """The sleeps between a waiting batch's tries for the write lock (see
-    :data:`_LOCK_RETRY_FIRST` and :data:`_LOCK_RETRY_MOST`)."""
-    sleep = _LOCK_RETRY_FIRST
-    while True:
-        yield random.uniform(sleep / 2, sleep)
-        sleep = min(2 * sleep, _LOCK_RETRY_MOST)
+def _when_free(connection: sqlite3.Connection, attempt: Callable[[], _T], wait: float | None) -> _T:
+    """``attempt()`` (``BEGIN IMMEDIATE``, or a lone statement in autocommit), tried again
+    while another connection holds the write lock, until ``wait`` seconds have passed.
 
-
-def _lock_taken(error: Exception, in_transaction: bool) -> bool:
-    """Whether ``error`` is SQLite refusing the write lock, another connection holding it,
-    with nothing changed: ``SQLITE_BUSY`` and no transaction left open (an autocommit
-    statement that fails is rolled back whole)."""
-    code = getattr(error, "sqlite_errorcode", 0)
-    return (
-        isinstance(error, sqlite3.OperationalError)
-        and code & 0xFF == sqlite3.SQLITE_BUSY
-        and not in_transaction
-    )
-
-
-class _LockTaken(Exception):
-    """A write batch found the write lock taken and ran nothing (:func:`_run_batch`)."""
-
-    def __init__(self, error: sqlite3.OperationalError) -> None:
-        super().__init__(str(error))
-        self.error = error
-
-
-def _first(connection: sqlite3.Connection, attempt: Callable[[], _T], tries: float | None) -> _T:
-    """``attempt()``, the statement that takes the write lock. With ``tries`` (seconds), a
-    lock found taken is tried again after each of :func:`_lock_sleeps` for that long, then
-    :class:`_LockTaken` is raised; without, SQLite's busy handler waits."""
-    if tries is None:
+    SQLite refuses such an attempt with ``SQLITE_BUSY`` before it changes anything, and an
+    autocommit statement that fails is rolled back whole, so trying again is safe while no
+    transaction is left open; after ``wait`` the last ``SQLITE_BUSY`` is raised, as SQLite's
+    busy handler would. Sleeps start at :data:`_LOCK_RETRY_FIRST` and double up to
+    :data:`_LOCK_RETRY_MOST`, jittered. ``wait=None``: one attempt (SQLite's handler waits).
+    """
+    if wait is None:
         return attempt()
-    end = time.monotonic() + tries
-    sleeps = _lock_sleeps()
+    deadline = time.monotonic() + wait
+    sleep = _LOCK_RETRY_FIRST
     while True:
         try:
             return attempt()
         except sqlite3.OperationalError as exc:
-            if not _lock_taken(exc, connection.in_transaction):
+            left = deadline - time.monotonic()
+            if not _busy(exc) or connection.in_transaction or left <= 0:
                 raise
-            left = end - time.monotonic()
-            if left <= 0:
-                raise _LockTaken(exc) from exc
-        time.sleep(min(left, next(sleeps)))
+        time.sleep(min(left, random.uniform(sleep / 2, sleep)))
+        sleep = min(2 * sleep, _LOCK_RETRY_MOST)
 
 
 def _run_batch(
@@ -604,7 +575,7 @@ def _run_batch(
     fault_hook: FaultHook | None,
     transactional: bool,
     check: Callable[[], None] = lambda: None,
-    tries: float | None = None,
+    lock_wait: float | None = None,
 ) -> list[Outcome]:
     """In a connection's thread: run every body of a batch, each with its own outcome.
 
@@ -619,9 +590,8 @@ def _run_batch(
     A write batch of one lone statement (:class:`_Statement`) runs in autocommit: a single
     statement is its own transaction, all or nothing, and SQLite takes the write lock when
     the statement starts, so it waits for the lock as ``BEGIN IMMEDIATE`` does; what it
-    saves is ``BEGIN IMMEDIATE`` and ``COMMIT`` as statements of their own. With ``tries``
-    (the writer's busy handler is off), either tries for a lock found taken for that many
-    seconds, then raises :class:`_LockTaken`, having run nothing (see :func:`_first`).
+    saves is ``BEGIN IMMEDIATE`` and ``COMMIT`` as statements of their own. Both wait up to
+    ``lock_wait`` seconds in :func:`_when_free` (``None``: in SQLite's busy handler).
     """
     check()
     transaction = _InlineTransaction(connection, fault_hook)
@@ -634,7 +604,7 @@ def _run_batch(
         def run_lone() -> list[Row]:
             return connection.execute(lone.sql.text, lone.args).fetchall()
 
-        return [(True, _first(connection, run_lone, tries))]
+        return [(True, _when_free(connection, run_lone, lock_wait))]
     outcomes: list[Outcome] = []
     if not transactional:
         for body in bodies:
@@ -644,7 +614,7 @@ def _run_batch(
                 outcomes.append((False, exc))
         return outcomes
     alone = len(bodies) == 1
-    _first(connection, functools.partial(connection.execute, "BEGIN IMMEDIATE"), tries)
+    _when_free(connection, functools.partial(connection.execute, "BEGIN IMMEDIATE"), lock_wait)
     try:
         for body in bodies:
             if not alone:
@@ -673,18 +643,6 @@ _BATCH_CALLS = 64
 """Most calls one batch answers, so a long queue is cut into trips of bounded length."""
 
 
-class _Call:
-    """A call waiting in a :class:`_Batcher`: its job, its caller's future and, once a batch
-    tried it, when it stops waiting for the write lock."""
-
-    __slots__ = ("deadline", "future", "job")
-
-    def __init__(self, job: Job, future: asyncio.Future[Any], deadline: float | None) -> None:
-        self.job = job
-        self.future = future
-        self.deadline = deadline
-
-
 class _Batcher:
     """Calls to one connection answered in batches: one trip to its thread per batch.
 
@@ -693,13 +651,6 @@ class _Batcher:
     one per batch (and for writes, a commit per batch); a lone call is a batch of one. Every
     caller still gets its own result or error, and a write's caller only after its commit.
     A call cancelled before its batch starts never runs.
-
-    A write batch that finds another process holding the write lock tries again in the
-    writer's thread for up to :data:`_LOCK_ROUND`, then comes back having run nothing
-    (:class:`_LockTaken`): its calls go back to the head of the queue, and the next try
-    takes them with the calls that arrived meanwhile, so they wait for the lock together
-    rather than one batch after another. A call still waiting ``busy_timeout`` after its
-    first try fails with SQLite's ``SQLITE_BUSY``, as in SQLite's busy handler.
     """
 
     def __init__(
@@ -714,37 +665,29 @@ class _Batcher:
         self._connection = connection
         self._driver = driver
         self._transactional = transactional
-        self._pending: list[_Call] = []
+        self._pending: list[tuple[Job, asyncio.Future[Any]]] = []
         self._drainer: asyncio.Task[None] | None = None
         self._busy = False
         self._check = driver._check_file
 
     async def submit(self, body: Job) -> Any:
-        loop = asyncio.get_running_loop()
         if self._drainer is None and not self._busy:
             # Nothing running: this call is a batch of one, run here without a task or a
             # future; calls that arrive meanwhile queue and are drained after it.
             self._busy = True
-            call = _Call(body, loop.create_future(), None)
             try:
-                outcomes = await self._trip([call])
-            except _LockTaken as taken:
-                self._wait_again([call], taken.error)
-                outcomes = None
+                ((ok, value),) = await self._trip([body])
             finally:
                 self._busy = False
                 if self._pending and self._drainer is None:
-                    self._drainer = loop.create_task(self._drain())
-            if outcomes is None:
-                return await call.future
-            ((ok, value),) = outcomes
+                    self._drainer = asyncio.get_running_loop().create_task(self._drain())
             if ok:
                 return value
             raise value
-        future: asyncio.Future[Any] = loop.create_future()
-        self._pending.append(_Call(body, future, None))
+        future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        self._pending.append((body, future))
         if self._drainer is None and not self._busy:
-            self._drainer = loop.create_task(self._drain())
+            self._drainer = asyncio.get_running_loop().create_task(self._drain())
         return await future
 
     async def _drain(self) -> None:
@@ -752,77 +695,50 @@ class _Batcher:
             while self._pending:
                 taken = self._pending[:_BATCH_CALLS]
                 del self._pending[:_BATCH_CALLS]
-                calls = [call for call in taken if not call.future.done()]
-                if calls:
-                    await self._answer(calls)
+                jobs = [(body, future) for body, future in taken if not future.done()]
+                if jobs:
+                    await self._answer(jobs)
         finally:
             self._drainer = None
 
-    async def _trip(self, calls: list[_Call]) -> list[Outcome]:
-        """Run ``calls`` as one batch in one trip to the connection's thread."""
-        bodies = [call.job for call in calls]
+    async def _trip(self, bodies: list[Job]) -> list[Outcome]:
+        """Run ``bodies`` as one batch in one trip to the connection's thread."""
         arguments = (self._connection, bodies, self._driver.fault_hook, self._transactional)
         if self._transactional:
-            wait, tries = self._driver._lock_wait, None
-            if wait is not None:
-                now = asyncio.get_running_loop().time()
-                for call in calls:
-                    if call.deadline is None:
-                        call.deadline = now + wait
-                first = min(call.deadline or now for call in calls)
-                tries = max(0.0, min(_LOCK_ROUND, first - now))
             async with self._driver._write_lock:
-                outcomes: list[Outcome] = await self._run(
-                    _run_batch, *arguments, self._check, tries
-                )
+                wait = self._driver._lock_wait
+                outcomes: list[Outcome] = await self._run(_run_batch, *arguments, self._check, wait)
                 return outcomes
         return cast(list[Outcome], await self._run(_run_batch, *arguments, self._check))
 
-    def _wait_again(self, calls: list[_Call], error: sqlite3.OperationalError) -> None:
-        """Put ``calls``, refused the write lock, back at the head of the queue, but fail
-        those past their deadline with ``error``."""
-        now = asyncio.get_running_loop().time()
-        waiting = []
-        for call in calls:
-            if call.future.done():
-                continue
-            if call.deadline is not None and now >= call.deadline:
-                call.future.set_exception(error)
-            else:
-                waiting.append(call)
-        self._pending[:0] = waiting
-
-    async def _answer(self, calls: list[_Call]) -> None:
+    async def _answer(self, jobs: list[tuple[Job, asyncio.Future[Any]]]) -> None:
         try:
-            outcomes = await self._trip(calls)
-        except _LockTaken as taken:
-            self._wait_again(calls, taken.error)
-            return
+            outcomes = await self._trip([body for body, _ in jobs])
         except BaseException as exc:
-            for call in calls:
-                if call.future.done():
+            for _, future in jobs:
+                if future.done():
                     continue
                 if isinstance(exc, Exception):
-                    call.future.set_exception(exc)
+                    future.set_exception(exc)
                 else:  # cancelled (or exiting): the calls are cancelled, not failed
-                    call.future.cancel()
+                    future.cancel()
             if not isinstance(exc, Exception):
                 raise
             return
-        for call, (ok, value) in zip(calls, outcomes, strict=True):
-            if call.future.done():
+        for (_, future), (ok, value) in zip(jobs, outcomes, strict=True):
+            if future.done():
                 continue
             if ok:
-                call.future.set_result(value)
+                future.set_result(value)
             else:
-                call.future.set_exception(value)
+                future.set_exception(value)
 
     def fail_pending(self, error: BaseException) -> None:
         """Fail the calls still queued (the connection is closing)."""
         pending, self._pending = self._pending, []
-        for call in pending:
-            if not call.future.done():
-                call.future.set_exception(error)
+        for _, future in pending:
+            if not future.done():
+                future.set_exception(error)
 
 
 class _InlineTransaction:
