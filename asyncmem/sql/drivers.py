@@ -530,15 +530,17 @@ _LOCK_RETRY_FIRST = 0.0005
 :data:`_LOCK_RETRY_MOST`); each sleep is drawn between half of it and all of it, so
 writers that lost together do not come back together."""
 
-_LOCK_RETRY_MOST = 0.004
+_LOCK_RETRY_MOST = 0.016
 """Seconds of the longest sleep between two tries for the write lock.
 
-A refused ``BEGIN IMMEDIATE`` costs ~2.5 µs of CPU, the sleep around it more: ~160 µs a
-4 ms sleep on the 2-core benchmark machine (a sandbox; 40-800 µs from run to run), so a
-process waiting 3 s behind a held lock used ~7% of a core, where SQLite's handler, at
-100 ms a sleep after its first 228 ms, uses ~0.1%. Under 16 processes × 8 tasks that was
-~2,700 tries a second in all, and the writes' wait for the lock fell from p99 562 ms to
-146 ms (max 2.0 s to 0.5 s): the price of noticing a free lock within 2-4 ms.
+A refused ``BEGIN IMMEDIATE`` costs ~2.5 µs of CPU, the sleep around it more (~160 µs a 4 ms
+sleep on the 2-core benchmark machine, 40-800 µs from run to run). 16 processes × 8 tasks on
+one file, 60 s (``concurrency.py --parts mp``): SQLite's own handler (up to 100 ms a sleep)
+gave p99 447-504 ms, store p99 ~1 s, max 1.9-3.2 s; a 4 ms cap 235-409 ms, max 0.8-1.2 s,
+a process waiting 3 s behind a held lock using ~7% of a core; this cap (fewer tries,
+not counted) 248 ms, store p99 377 ms, max 0.8 s, in one run. The price of noticing a free lock
+sooner: the losers no longer sleep while a few processes take turns, so p50 rose from 4.5 to
+8.7-9.5 ms and ops/s from 0.75× the floor's to 0.60-0.62× (no errors in any run).
 """
 
 
