@@ -21,9 +21,9 @@ def batch_sizes(monkeypatch: pytest.MonkeyPatch) -> list[tuple[bool, int]]:
     sizes: list[tuple[bool, int]] = []
     real = drivers._run_batch
 
-    def counting(connection: Any, bodies: Any, hook: Any, transactional: bool, check: Any) -> Any:
+    def counting(connection: Any, bodies: Any, hook: Any, transactional: bool, *rest: Any) -> Any:
         sizes.append((transactional, len(bodies)))
-        return real(connection, bodies, hook, transactional, check)
+        return real(connection, bodies, hook, transactional, *rest)
 
     monkeypatch.setattr(drivers, "_run_batch", counting)
     return sizes
