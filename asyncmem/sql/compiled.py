@@ -96,6 +96,7 @@ class Statements:
     clear_session: SQL
     revision: SQL
     append_turn: SQL | None
+    retrieve_many: SQL | None
     lock_user: SQL | None
 
 

@@ -603,6 +603,7 @@ def statements_for(dialect_name: str) -> Statements:
             .values(session=null(), context="")
         ),
         append_turn=sql(_append_turn(reach)) if dialect_name == "postgresql" else None,
+        retrieve_many=sql(_retrieve_many(live)) if dialect_name == "postgresql" else None,
         lock_user=(
             sql(
                 select(
@@ -616,6 +617,18 @@ def statements_for(dialect_name: str) -> Statements:
             else None
         ),
     )
+
+
+def _retrieve_many(live: ColumnElement[bool]) -> ClauseElement:
+    """PostgreSQL: ``retrieve`` for many calls at once (see ``PostgresDriver.fetch_together``):
+    the calls' user ids and keys as two arrays, each row numbered by its call (``n``, from 1)."""
+    asked = (
+        func.unnest(bindparam("user_id", type_=ARRAY(Text)), bindparam("key", type_=ARRAY(Text)))
+        .table_valued("user_id", "key", with_ordinality="n")
+        .render_derived(name="asked")
+    )
+    found = and_(Memory.user_id == asked.c.user_id, Memory.key == asked.c.key)
+    return select(asked.c.n, *_entry_columns()).join_from(asked, Memory, found).where(live)
 
 
 def _append_turn(reach: int) -> ClauseElement:

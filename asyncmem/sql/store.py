@@ -437,8 +437,14 @@ class SQLBackend(BackendBase):
     async def retrieve(self, user_id: str, key: str) -> MemoryEntry | None:
         check_id("user_id", user_id)
         check_id("key", key)
-        args = self._sql.retrieve.args(user_id=user_id, key=key, now=time.time())
-        rows = await self._fetch("retrieve", self._sql.retrieve, args)
+        sql, many = self._sql.retrieve, self._sql.retrieve_many
+        args = sql.args(user_id=user_id, key=key, now=time.time())
+        if many is None:
+            rows = await self._fetch("retrieve", sql, args)
+        else:  # PostgreSQL: concurrent retrieves share a statement when the pool is busy
+            rows = await self._run(
+                "retrieve", lambda driver: driver.fetch_together(sql, many, args)
+            )
         return _entry(rows[0]) if rows else None
 
     async def query(

@@ -1,0 +1,191 @@
+"""The PostgreSQL pool: first come, first served, and concurrent retrieves that share one
+statement while every connection is busy (issue 17), each caller still getting its own
+answer or error."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator, Callable, Sequence
+from typing import Any
+
+import pytest
+
+from asyncmem import BackendClosedError, BackendUnavailableError, SQLBackend
+from asyncmem.sql.compiled import SQL
+from asyncmem.sql.drivers import PostgresDriver
+from tests.backends import BACKEND_FACTORIES, PG_URL, pg_schema
+
+pytestmark = pytest.mark.skipif("postgresql" not in BACKEND_FACTORIES, reason="PostgreSQL is off")
+
+
+@pytest.fixture
+async def sql() -> AsyncIterator[SQLBackend]:
+    async with (
+        pg_schema() as schema,
+        SQLBackend(PG_URL, schema=schema, auto_migrate=True, pool_size=2) as backend,
+    ):
+        yield backend
+
+
+def _driver(sql: SQLBackend) -> PostgresDriver:
+    driver = sql._driver
+    assert isinstance(driver, PostgresDriver)
+    return driver
+
+
+def _record_statements(driver: PostgresDriver) -> list[SQL]:
+    """The statements the driver's connections run from now on, in order."""
+    ran: list[SQL] = []
+    original = driver._on_connection
+
+    async def spy(method: str, statement: Callable[[], tuple[SQL, Sequence[Any]]]) -> Any:
+        def recorded() -> tuple[SQL, Sequence[Any]]:
+            sql, args = statement()
+            ran.append(sql)
+            return sql, args
+
+        return await original(method, recorded)
+
+    driver._on_connection = spy  # type: ignore[method-assign]
+    return ran
+
+
+async def _hold_every_connection(driver: PostgresDriver, size: int) -> list[Any]:
+    return [(await driver._acquire())[0] for _ in range(size)]
+
+
+async def _until_waiting(driver: PostgresDriver, count: int) -> None:
+    for _ in range(10_000):
+        if len(driver._waiters) >= count:
+            return
+        await asyncio.sleep(0)
+    raise AssertionError(f"{len(driver._waiters)} callers wait, not {count}")
+
+
+async def test_a_lone_retrieve_runs_its_own_statement(sql: SQLBackend) -> None:
+    await sql.store("alice", "a", "one")
+    ran = _record_statements(_driver(sql))
+    assert (await sql.retrieve("alice", "a")).value == "one"  # type: ignore[union-attr]
+    assert await sql.retrieve("alice", "missing") is None
+    assert ran == [sql._sql.retrieve, sql._sql.retrieve]
+
+
+async def test_retrieves_waiting_for_a_connection_share_one_statement(sql: SQLBackend) -> None:
+    driver = _driver(sql)
+    await sql.store_many("alice", [{"key": f"k{i}", "value": f"alice {i}"} for i in range(8)])
+    await sql.store_many("bob", [{"key": f"k{i}", "value": f"bob {i}"} for i in range(4)])
+    await sql.store("bob", "gone", "soon", ttl=0.05)
+    await asyncio.sleep(0.1)
+    ran = _record_statements(driver)
+    held = await _hold_every_connection(driver, 2)
+    asked = [("alice", f"k{i}") for i in range(10)] + [("bob", "k1"), ("bob", "gone")]
+    asked += [("carol", "k1"), ("alice", "k3")]  # a user with nothing; the same key twice
+    calls = [asyncio.ensure_future(sql.retrieve(user, key)) for user, key in asked]
+    await _until_waiting(driver, 1)  # one leader waits for all of them
+    await asyncio.sleep(0)
+    assert not any(call.done() for call in calls)
+    for connection in held:
+        driver._release(connection, True)
+    found = await asyncio.gather(*calls)
+    expected = {("alice", f"k{i}"): f"alice {i}" for i in range(8)} | {("bob", "k1"): "bob 1"}
+    assert [None if entry is None else entry.value for entry in found] == [
+        expected.get(pair) for pair in asked
+    ]
+    assert [(e.user_id, e.key) for e in found if e is not None] == [
+        pair for pair in asked if pair in expected
+    ]
+    assert ran == [sql._sql.retrieve_many]
+    # Once nobody waits, a retrieve runs alone again.
+    assert await sql.retrieve("alice", "k0") is not None
+    assert ran[-1] == sql._sql.retrieve
+
+
+async def test_a_cancelled_retrieve_leaves_the_others_their_answers(sql: SQLBackend) -> None:
+    driver = _driver(sql)
+    await sql.store_many("alice", [{"key": f"k{i}", "value": f"v{i}"} for i in range(5)])
+    held = await _hold_every_connection(driver, 2)
+    calls = [asyncio.ensure_future(sql.retrieve("alice", f"k{i}")) for i in range(5)]
+    await _until_waiting(driver, 1)
+    calls[2].cancel()
+    for connection in held:
+        driver._release(connection, True)
+    found = await asyncio.gather(*calls, return_exceptions=True)
+    assert isinstance(found[2], asyncio.CancelledError)
+    assert [e.value for i, e in enumerate(found) if i != 2] == ["v0", "v1", "v3", "v4"]  # type: ignore[union-attr]
+
+
+async def test_a_shared_statement_that_fails_fails_each_of_its_callers(
+    sql: SQLBackend,
+) -> None:
+    driver = _driver(sql)
+    one = sql._sql.retrieve
+    broken = SQL("SELECT 1 / 0 AS n, $1::text[] AS a, $2::text[] AS b", one.names, {})
+    held = await _hold_every_connection(driver, 2)
+    calls = [
+        asyncio.ensure_future(driver.fetch_together(one, broken, ("alice", f"k{i}")))
+        for i in range(4)
+    ]
+    await _until_waiting(driver, 1)
+    for connection in held:
+        driver._release(connection, True)
+    found = await asyncio.gather(*calls, return_exceptions=True)
+    assert all(isinstance(error, Exception) and "division" in str(error) for error in found)
+    # The pool is whole: both connections serve calls again.
+    await sql.store("alice", "after", "still works")
+    assert (await sql.retrieve("alice", "after")).value == "still works"  # type: ignore[union-attr]
+    assert len(driver._idle or ()) == 2
+
+
+async def test_a_released_connection_goes_to_the_longest_waiting_caller(
+    sql: SQLBackend,
+) -> None:
+    driver = _driver(sql)
+    held = await _hold_every_connection(driver, 2)
+    served: list[str] = []
+
+    async def take(name: str) -> None:
+        connection, _ = await driver._acquire()
+        served.append(name)
+        driver._release(connection, True)
+
+    first = asyncio.ensure_future(take("first"))
+    await _until_waiting(driver, 1)
+    second = asyncio.ensure_future(take("second"))
+    await _until_waiting(driver, 2)
+    driver._release(held[0], True)
+    await take("newcomer")  # asks in the very step the connection comes back
+    await asyncio.gather(first, second)
+    assert served == ["first", "second", "newcomer"]
+    driver._release(held[1], True)
+    assert len(driver._idle or ()) == 2
+    assert not driver._waiters
+
+
+async def test_a_caller_that_gives_up_waiting_takes_no_connection_with_it(
+    sql: SQLBackend,
+) -> None:
+    driver = _driver(sql)
+    held = await _hold_every_connection(driver, 2)
+    driver._timeout = 0.05
+    started = time.monotonic()
+    with pytest.raises(BackendUnavailableError):
+        await sql.retrieve("alice", "k")
+    assert time.monotonic() - started < 5
+    assert not driver._waiters
+    assert not driver._groups
+    for connection in held:
+        driver._release(connection, True)
+    assert len(driver._idle or ()) == 2
+    assert await sql.retrieve("alice", "k") is None
+
+
+async def test_closing_answers_every_waiting_caller(sql: SQLBackend) -> None:
+    driver = _driver(sql)
+    await _hold_every_connection(driver, 2)
+    calls = [asyncio.ensure_future(sql.retrieve("alice", f"k{i}")) for i in range(3)]
+    calls.append(asyncio.ensure_future(sql.list_keys("alice")))
+    await _until_waiting(driver, 2)
+    await driver.close()
+    found = await asyncio.gather(*calls, return_exceptions=True)
+    assert all(isinstance(error, BackendClosedError) for error in found), found
