@@ -1,6 +1,6 @@
-"""The PostgreSQL pool: first come, first served, and concurrent retrieves that share one
-statement while every connection is busy (issue 17), each caller still getting its own
-answer or error."""
+"""The PostgreSQL pool: first come, first served, and concurrent retrieves and plain stores
+that share one statement while every connection is busy (issue 17), each caller still
+getting its own answer or error."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from asyncmem import BackendClosedError, BackendUnavailableError, SQLBackend
+from asyncmem import AsyncmemError, BackendClosedError, BackendUnavailableError, SQLBackend
 from asyncmem.sql.compiled import SQL
 from asyncmem.sql.drivers import PostgresDriver
 from tests.backends import BACKEND_FACTORIES, PG_URL, pg_schema
@@ -115,12 +115,14 @@ async def test_a_cancelled_retrieve_leaves_the_others_their_answers(sql: SQLBack
     assert [e.value for i, e in enumerate(found) if i != 2] == ["v0", "v1", "v3", "v4"]  # type: ignore[union-attr]
 
 
-async def test_a_shared_statement_that_fails_fails_each_of_its_callers(
+async def test_a_shared_statement_the_server_refuses_runs_each_call_alone(
     sql: SQLBackend,
 ) -> None:
     driver = _driver(sql)
+    await sql.store_many("alice", [{"key": f"k{i}", "value": f"v{i}"} for i in range(4)])
     one = sql._sql.retrieve
     broken = SQL("SELECT 1 / 0 AS n, $1::text[] AS a, $2::text[] AS b", one.names, {})
+    ran = _record_statements(driver)
     held = await _hold_every_connection(driver, 2)
     calls = [
         asyncio.ensure_future(driver.fetch_together(one, broken, ("alice", f"k{i}")))
@@ -129,12 +131,112 @@ async def test_a_shared_statement_that_fails_fails_each_of_its_callers(
     await _until_waiting(driver, 1)
     for connection in held:
         driver._release(connection, True)
-    found = await asyncio.gather(*calls, return_exceptions=True)
-    assert all(isinstance(error, Exception) and "division" in str(error) for error in found)
-    # The pool is whole: both connections serve calls again.
-    await sql.store("alice", "after", "still works")
-    assert (await sql.retrieve("alice", "after")).value == "still works"  # type: ignore[union-attr]
-    assert len(driver._idle or ()) == 2
+    found = await asyncio.gather(*calls)
+    assert [[row["value"] for row in rows] for rows in found] == [[f"v{i}"] for i in range(4)]
+    assert ran == [broken, one, one, one, one]
+    assert len(driver._idle or ()) == 2  # the pool is whole
+
+
+async def _stores_while_busy(
+    sql: SQLBackend, writes: Sequence[tuple[str, str, str]]
+) -> tuple[list[Any], list[SQL]]:
+    """``writes`` stored concurrently while both connections are held, then released."""
+    driver = _driver(sql)
+    ran = _record_statements(driver)
+    held = await _hold_every_connection(driver, 2)
+    calls = [
+        asyncio.ensure_future(sql.store(u, k, v, {"n": i})) for i, (u, k, v) in enumerate(writes)
+    ]
+    await _until_waiting(driver, 1)
+    for connection in held:
+        driver._release(connection, True)
+    return await asyncio.gather(*calls, return_exceptions=True), ran
+
+
+async def test_plain_stores_waiting_for_a_connection_share_one_statement(sql: SQLBackend) -> None:
+    await sql.store("bob", "b1", "bob's first value")
+    writes = [(f"user{i % 3}", f"k{i}", f"value {i}") for i in range(9)]
+    writes.append(("bob", "b1", "bob's second value"))
+    found, ran = await _stores_while_busy(sql, writes)
+    assert ran == [sql._sql.upsert_plain_many]
+    for i, ((user, key, value), entry) in enumerate(zip(writes, found, strict=True)):
+        stored = await sql.retrieve(user, key)
+        assert stored == entry
+        assert (entry.user_id, entry.key, entry.value, entry.metadata) == (
+            user,
+            key,
+            value,
+            {"n": i},
+        )
+    history = [v.value for v in await sql.history("bob", "b1")]
+    assert history == ["bob's second value", "bob's first value"]
+    assert [hit.key for hit in await sql.query("bob", "second")] == ["b1"]
+    assert await sql.query("bob", "first") == []
+
+
+async def test_two_stores_of_one_key_in_a_group_both_happen(sql: SQLBackend) -> None:
+    found, ran = await _stores_while_busy(
+        sql,
+        [("alice", "k", "first write"), ("alice", "other", "x"), ("alice", "k", "second write")],
+    )
+    # One statement cannot write a row twice: the server refuses it, and each runs alone.
+    assert ran[0] == sql._sql.upsert_plain_many
+    assert ran[1:] == [sql._sql.upsert_plain] * 3
+    assert not any(isinstance(entry, BaseException) for entry in found)
+    last = await sql.retrieve("alice", "k")
+    versions = [v.value for v in await sql.history("alice", "k")]
+    assert last is not None
+    assert versions[0] == last.value  # the newest first, then the one it replaced
+    assert sorted(versions) == ["first write", "second write"]
+
+
+async def test_a_store_over_a_turn_in_a_group_takes_the_turns_upkeep(sql: SQLBackend) -> None:
+    for i in range(3):
+        await sql.store("alice", f"t{i}", f"turn {i} word{i}", {"session": "s"})
+    found, _ = await _stores_while_busy(
+        sql, [("alice", "t1", "now a plain fact"), ("alice", "fact", "a fact")]
+    )
+    assert [entry.value for entry in found] == ["now a plain fact", "a fact"]
+    plain = await sql.retrieve("alice", "t1")
+    assert plain is not None
+    assert plain.metadata == {"n": 0}
+    # t1 left the conversation: its neighbours no longer lend or borrow its words.
+    assert [hit.key for hit in await sql.query("alice", "word1")] == []
+    assert [hit.key for hit in await sql.query("alice", "plain")] == ["t1"]
+
+
+async def test_one_store_the_server_refuses_fails_that_caller_only(sql: SQLBackend) -> None:
+    driver = _driver(sql)
+    await driver.fetch(
+        SQL(
+            """CREATE FUNCTION refuse_poison() RETURNS trigger LANGUAGE plpgsql AS $$
+            BEGIN
+                IF NEW.key = 'poison' THEN RAISE EXCEPTION 'refused'; END IF;
+                RETURN NEW;
+            END $$""",
+            (),
+            {},
+        ),
+        (),
+    )
+    await driver.fetch(
+        SQL(
+            "CREATE TRIGGER refuse BEFORE INSERT OR UPDATE ON memories "
+            "FOR EACH ROW EXECUTE FUNCTION refuse_poison()",
+            (),
+            {},
+        ),
+        (),
+    )
+    writes = [("alice", "a", "one"), ("bob", "poison", "bad"), ("carol", "c", "three")]
+    found, ran = await _stores_while_busy(sql, writes)
+    assert ran[0] == sql._sql.upsert_plain_many
+    assert isinstance(found[1], AsyncmemError)
+    assert "refused" not in str(found[1])  # no server text in asyncmem's errors
+    assert [found[0].value, found[2].value] == ["one", "three"]
+    assert await sql.retrieve("bob", "poison") is None
+    assert await sql.list_keys("bob") == []
+    assert [await sql.list_keys(user) for user in ("alice", "carol")] == [["a"], ["c"]]
 
 
 async def test_a_released_connection_goes_to_the_longest_waiting_caller(

@@ -23,6 +23,7 @@ __all__ = [
     "COMPILED_FILE",
     "HEAD",
     "IMPORT_FIELDS",
+    "PLAIN_MANY_FIELDS",
     "SQL",
     "Statements",
     "compiled_for",
@@ -46,6 +47,10 @@ IMPORT_FIELDS = (
     "length",
 )
 """The bound fields of each memory of an import statement, ``<field>_<n>``."""
+
+PLAIN_MANY_FIELDS = ("user_id", "key", "value", "metadata", "ttl", "facets", "words", "length")
+"""The fields of each store in ``Statements.upsert_plain_many``'s ``items``, in order (the
+metadata as a JSON object)."""
 
 COMPILED_FILE = Path(__file__).with_name("compiled.json")
 """The fixed statements of both dialects, as :func:`as_json` writes them."""
@@ -97,6 +102,7 @@ class Statements:
     revision: SQL
     append_turn: SQL | None
     retrieve_many: SQL | None
+    upsert_plain_many: SQL | None
     lock_user: SQL | None
 
 

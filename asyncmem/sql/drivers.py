@@ -90,6 +90,34 @@ _Waiting = tuple[Sequence[Any], "asyncio.Future[list[Row]]"]
 """A call waiting in ``PostgresDriver.fetch_together``: its arguments, and its answer."""
 
 
+class Pack(Protocol):
+    """How ``fetch_together`` joins calls into one ``many`` statement, and answers each."""
+
+    def args(self, calls: Sequence[Sequence[Any]]) -> Sequence[Any]:
+        """The ``many`` statement's arguments for the calls' own arguments."""
+        ...
+
+    def answers(self, calls: Sequence[Sequence[Any]], rows: Sequence[Any]) -> list[list[Any]]:
+        """Each call's rows, in the calls' order, from the ``many`` statement's rows."""
+        ...
+
+
+class _Columns:
+    """The default :class:`Pack`: for each parameter an array of the calls' values; each
+    row numbered by its call (column ``n``, from 1)."""
+
+    @staticmethod
+    def args(calls: Sequence[Sequence[Any]]) -> Sequence[Any]:
+        return [list(values) for values in zip(*calls, strict=True)]
+
+    @staticmethod
+    def answers(calls: Sequence[Sequence[Any]], rows: Sequence[Any]) -> list[list[Any]]:
+        found: list[list[Any]] = [[] for _ in calls]
+        for row in rows:
+            found[row["n"] - 1].append(row)
+        return found
+
+
 def _sqlstate(error: BaseException | None) -> str:
     while error is not None:
         state = getattr(error, "sqlstate", None)
@@ -260,8 +288,10 @@ class Driver(Protocol):
         """Run one statement; return its rows."""
         ...
 
-    async def fetch_together(self, sql: SQL, many: SQL, args: Sequence[Any]) -> list[Row]:
-        """Like :meth:`fetch` for a read-only ``sql``; concurrent calls may share one
+    async def fetch_together(
+        self, sql: SQL, many: SQL, args: Sequence[Any], *, pack: Pack | None = None
+    ) -> list[Row]:
+        """Like :meth:`fetch` for a one-statement ``sql``; concurrent calls may share one
         ``many`` statement (see ``PostgresDriver.fetch_together``)."""
         ...
 
@@ -408,9 +438,11 @@ class SQLiteDriver:
         self._before(sql)
         return list(await next(self._next_reader).execute_fetchall(sql.text, args))
 
-    async def fetch_together(self, sql: SQL, many: SQL, args: Sequence[Any]) -> list[Row]:
-        """:meth:`fetch`: concurrent reads already share a thread trip here."""
-        return await self.fetch(sql, args)
+    async def fetch_together(
+        self, sql: SQL, many: SQL, args: Sequence[Any], *, pack: Pack | None = None
+    ) -> list[Row]:
+        """:meth:`fetch`: concurrent calls already share a thread trip here."""
+        return await self.fetch(sql, args, write=pack is not None)
 
     async def execute(self, sql: SQL, args: Sequence[Any]) -> int:
         self._before(sql)
@@ -977,19 +1009,24 @@ class PostgresDriver:
         rows: list[Row] = await self._run("fetch", sql, args)
         return rows
 
-    async def fetch_together(self, sql: SQL, many: SQL, args: Sequence[Any]) -> list[Row]:
-        """The rows of a read-only ``sql`` for ``args``, as :meth:`fetch` gives them; but
-        while every connection is busy, concurrent calls of ``sql`` wait together for the
-        next free connection and run there as one ``many`` statement.
+    async def fetch_together(
+        self, sql: SQL, many: SQL, args: Sequence[Any], *, pack: Pack | None = None
+    ) -> list[Row]:
+        """The rows of a one-statement ``sql`` for ``args``, as :meth:`fetch` gives them;
+        but while every connection is busy, concurrent calls of ``sql`` wait together for
+        the next free connection and run there as one ``many`` statement.
 
-        ``many`` takes, for each of ``sql``'s parameters, an array of the waiting calls'
-        values, and numbers each row by its call (column ``n``, from 1). Measured on this
-        machine (``benchmarks/pg_cost.py``'s probe): a retrieve costs ~150 µs of client and
-        server CPU alone, ~45 µs a key four at a time and ~30 µs ten at a time, and under
-        64 tasks on 10 connections the CPU is what limits throughput. A lone call, or any
-        call while a connection is free, runs ``sql`` at once, as :meth:`fetch` does. Each
-        caller gets its own rows; an error of the shared statement (the connection lost, a
-        timeout) goes to every caller in it, as it would have to each alone.
+        ``pack`` joins the calls' arguments and splits the rows; by default ``many`` takes,
+        for each of ``sql``'s parameters, an array of the calls' values, and numbers each
+        row by its call (column ``n``, from 1). Measured on this machine
+        (``benchmarks/pg_cost.py``): a retrieve costs ~150 µs of client and server CPU
+        alone, ~45 µs a key four at a time and ~30 µs ten at a time, and under 64 tasks on
+        10 connections the CPU is what limits throughput. A lone call, or any call while a
+        connection is free, runs ``sql`` at once. Each caller gets its own rows. If the
+        server refuses the shared statement, each call runs again alone, so one call's
+        error is its own and, for a write, nothing the refused statement did remains; an
+        error of the connection (lost, timed out) goes to every caller in it, as it would
+        have to each alone.
         """
         if self.fault_hook is not None:
             self.fault_hook(sql)
@@ -999,14 +1036,16 @@ class PostgresDriver:
                 rows: list[Row] = await self._on_connection("fetch", lambda: (sql, args))
                 return rows
             waiting = self._groups[many.text] = []
-            leader = asyncio.get_running_loop().create_task(self._lead(sql, many, waiting))
+            leader = asyncio.get_running_loop().create_task(
+                self._lead(sql, many, pack or _Columns(), waiting)
+            )
             self._leaders.add(leader)
             leader.add_done_callback(self._leaders.discard)
         answer: asyncio.Future[list[Row]] = asyncio.get_running_loop().create_future()
         waiting.append((args, answer))
         return await answer
 
-    async def _lead(self, sql: SQL, many: SQL, waiting: list[_Waiting]) -> None:
+    async def _lead(self, sql: SQL, many: SQL, pack: Pack, waiting: list[_Waiting]) -> None:
         """Run the calls in ``waiting`` as one statement on the next free connection, and
         answer each; calls that come after the connection is ours form the next group."""
         calls: list[_Waiting] = []
@@ -1018,13 +1057,16 @@ class PostgresDriver:
                 calls.extend(call for call in waiting if not call[1].done())
             if len(calls) == 1:
                 return sql, calls[0][0]
-            return many, [list(values) for values in zip(*(a for a, _ in calls), strict=True)]
+            return many, pack.args([args for args, _ in calls])
 
         try:
             rows: list[Row] = await self._on_connection("fetch", statement)
         except BaseException as exc:
             if self._groups.get(many.text) is waiting:
                 del self._groups[many.text]
+            if len(calls) > 1 and isinstance(exc, Exception) and _sqlstate(exc) != "":
+                await self._each_alone(sql, calls)
+                return
             for _, answer in calls or waiting:
                 if not answer.done():
                     if isinstance(exc, Exception):
@@ -1034,15 +1076,25 @@ class PostgresDriver:
             if not isinstance(exc, Exception):
                 raise
             return
-        found: list[list[Row]] = [[] for _ in calls]
-        if len(calls) == 1:
-            found[0] = rows
-        else:
-            for row in rows:
-                found[row["n"] - 1].append(row)
+        found = [rows] if len(calls) == 1 else pack.answers([a for a, _ in calls], rows)
         for (_, answer), mine in zip(calls, found, strict=True):
             if not answer.done():
                 answer.set_result(mine)
+
+    async def _each_alone(self, sql: SQL, calls: list[_Waiting]) -> None:
+        """Run each of ``calls`` as its own ``sql`` (the shared statement was refused)."""
+
+        async def alone(args: Sequence[Any], answer: asyncio.Future[list[Row]]) -> None:
+            try:
+                rows: list[Row] = await self._on_connection("fetch", lambda: (sql, args))
+            except Exception as exc:
+                if not answer.done():
+                    answer.set_exception(exc)
+                return
+            if not answer.done():
+                answer.set_result(rows)
+
+        await asyncio.gather(*(alone(args, answer) for args, answer in calls if not answer.done()))
 
     async def execute(self, sql: SQL, args: Sequence[Any]) -> int:
         status: str = await self._run("execute", sql, args)

@@ -55,6 +55,7 @@ from asyncmem.sql import filters, search, terms
 from asyncmem.sql.compiled import (
     COMPILED_FILE,
     IMPORT_FIELDS,
+    PLAIN_MANY_FIELDS,
     SQL,
     Statements,
     as_json,
@@ -272,6 +273,66 @@ def _upsert_batch(dialect_name: str) -> ClauseElement:
         rows_select,
     )
     upsert: ClauseElement = _on_conflict(statement, updated_at).returning(
+        Memory.key,
+        Memory.created_at,
+        Memory.updated_at,
+        Memory.expires_at,
+        Memory.id,
+        Memory.session,
+    )
+    return upsert
+
+
+def _upsert_plain_many() -> ClauseElement:
+    """PostgreSQL: many callers' plain stores (``upsert_plain``, no session) of any users in
+    one statement (see ``PostgresDriver.fetch_together``). ``items`` is a JSON array of
+    :data:`PLAIN_MANY_FIELDS` arrays, the metadata a JSON object; rows are written in
+    (user, key) order, so two such statements lock shared rows in the same order, and
+    RETURNING names each row's user and key (an item that is a conversation turn returns
+    none, as with ``upsert_plain``)."""
+    inserted_at, updated_at, insert = _clock("postgresql")
+    rows = func.jsonb_array_elements(cast(bindparam("items", type_=Text()), JSONB))
+    item = type_coerce(rows.table_valued("value").alias("item").c.value, JSONB)
+
+    def field(name: str) -> Any:
+        return item.op("->>", return_type=Text)(literal_column(str(PLAIN_MANY_FIELDS.index(name))))
+
+    metadata = item.op("->", return_type=JSONB)(
+        literal_column(str(PLAIN_MANY_FIELDS.index("metadata")))
+    )
+    rows_select = select(
+        field("user_id"),
+        field("key"),
+        field("value"),
+        metadata,
+        inserted_at,
+        inserted_at,
+        inserted_at + cast(field("ttl"), Double),
+        null(),
+        literal(""),
+        field("facets"),
+        field("words"),
+        cast(field("length"), Integer),
+    ).order_by(field("user_id"), field("key"))
+    statement = insert(Memory).from_select(
+        [
+            Memory.user_id,
+            Memory.key,
+            Memory.value,
+            Memory.metadata_,
+            Memory.created_at,
+            Memory.updated_at,
+            Memory.expires_at,
+            Memory.session,
+            Memory.context,
+            Memory.facets,
+            Memory.words,
+            Memory.length,
+        ],
+        rows_select,
+    )
+    upsert: ClauseElement = _on_conflict(statement, updated_at, only_plain=True).returning(
+        Memory.user_id,
         Memory.key,
         Memory.created_at,
         Memory.updated_at,
@@ -604,6 +665,7 @@ def statements_for(dialect_name: str) -> Statements:
         ),
         append_turn=sql(_append_turn(reach)) if dialect_name == "postgresql" else None,
         retrieve_many=sql(_retrieve_many(live)) if dialect_name == "postgresql" else None,
+        upsert_plain_many=sql(_upsert_plain_many()) if dialect_name == "postgresql" else None,
         lock_user=(
             sql(
                 select(

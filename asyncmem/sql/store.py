@@ -41,7 +41,14 @@ from asyncmem.backend import (
 )
 from asyncmem.errors import AsyncmemError, InvalidInputError
 from asyncmem.sql import conversations, search
-from asyncmem.sql.compiled import HEAD, IMPORT_FIELDS, SQL, Statements, load_statements
+from asyncmem.sql.compiled import (
+    HEAD,
+    IMPORT_FIELDS,
+    PLAIN_MANY_FIELDS,
+    SQL,
+    Statements,
+    load_statements,
+)
 from asyncmem.sql.drivers import (
     Driver,
     PostgresDriver,
@@ -98,6 +105,30 @@ def _batch_chunks(items: list[BatchItem]) -> list[str]:
         size += len(part) + 1
     chunks.append("[" + ",".join(parts) + "]")
     return chunks
+
+
+class _PlainStores:
+    """PostgreSQL: how concurrent plain stores (``upsert_plain`` calls) join into one
+    ``upsert_plain_many`` statement, and which returned row is whose (by user and key)."""
+
+    def __init__(self, plain: SQL, many: SQL) -> None:
+        self._many = many
+        self._at = [plain.names.index(name) for name in PLAIN_MANY_FIELDS]
+        self._user, self._key = plain.names.index("user_id"), plain.names.index("key")
+
+    def args(self, calls: Sequence[Sequence[Any]]) -> Sequence[Any]:
+        metadata = PLAIN_MANY_FIELDS.index("metadata")
+        items = []
+        for call in calls:
+            fields = [call[at] for at in self._at]
+            head, tail = _dumps(fields[:metadata]), _dumps(fields[metadata + 1 :])
+            items.append(f"{head[:-1]},{fields[metadata]},{tail[1:]}")  # metadata: JSON text
+        return self._many.args(items="[" + ",".join(items) + "]")
+
+    def answers(self, calls: Sequence[Sequence[Any]], rows: Sequence[Any]) -> list[list[Any]]:
+        written = {(row["user_id"], row["key"]): row for row in rows}
+        found = (written.get((call[self._user], call[self._key])) for call in calls)
+        return [[] if row is None else [row] for row in found]
 
 
 def _ranking(row: Row) -> dict[str, Any]:
@@ -220,6 +251,7 @@ class SQLBackend(BackendBase):
             )
         self._last_time = 0.0
         self._tails = conversations.Tails()
+        self._plain_stores: _PlainStores | None = None
 
     @property
     def url(self) -> str:
@@ -394,10 +426,17 @@ class SQLBackend(BackendBase):
         if session is None:
             # One statement for the common case; a memory that was a conversation turn is
             # left alone by it and rewritten below, with the upkeep, in one transaction.
-            plain = self._sql.upsert_plain
-            rows = await self._fetch(
-                "store", plain, plain.args(context="", now=now, **values), write=True
-            )
+            plain, many = self._sql.upsert_plain, self._sql.upsert_plain_many
+            args = plain.args(context="", now=now, **values)
+            if many is None:
+                rows = await self._fetch("store", plain, args, write=True)
+            else:  # PostgreSQL: concurrent plain stores share a statement when the pool is busy
+                pack = self._plain_stores
+                if pack is None:
+                    pack = self._plain_stores = _PlainStores(plain, many)
+                rows = await self._run(
+                    "store", lambda driver: driver.fetch_together(plain, many, args, pack=pack)
+                )
             row = rows[0] if rows else None
         elif self._sql.append_turn is not None:
             # PostgreSQL: a conversation's new last turn, the common case, in one statement.
