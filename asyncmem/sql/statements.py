@@ -212,6 +212,24 @@ def _upsert(dialect_name: str, *, only_plain: bool = False) -> ClauseElement:
     return upsert
 
 
+def _written_columns() -> list[Any]:
+    """The columns an ``INSERT ... SELECT`` of many memories writes, in its select's order."""
+    return [
+        Memory.user_id,
+        Memory.key,
+        Memory.value,
+        Memory.metadata_,
+        Memory.created_at,
+        Memory.updated_at,
+        Memory.expires_at,
+        Memory.session,
+        Memory.context,
+        Memory.facets,
+        Memory.words,
+        Memory.length,
+    ]
+
+
 def _upsert_batch(dialect_name: str) -> ClauseElement:
     """Insert or replace many memories of one user in one statement, like :func:`_upsert`.
 
@@ -256,20 +274,7 @@ def _upsert_batch(dialect_name: str) -> ClauseElement:
         length,
     ).where(true())
     statement = insert(Memory).from_select(
-        [
-            Memory.user_id,
-            Memory.key,
-            Memory.value,
-            Memory.metadata_,
-            Memory.created_at,
-            Memory.updated_at,
-            Memory.expires_at,
-            Memory.session,
-            Memory.context,
-            Memory.facets,
-            Memory.words,
-            Memory.length,
-        ],
+        _written_columns(),
         rows_select,
     )
     upsert: ClauseElement = _on_conflict(statement, updated_at).returning(
@@ -315,20 +320,7 @@ def _upsert_plain_many() -> ClauseElement:
         cast(field("length"), Integer),
     ).order_by(field("user_id"), field("key"))
     statement = insert(Memory).from_select(
-        [
-            Memory.user_id,
-            Memory.key,
-            Memory.value,
-            Memory.metadata_,
-            Memory.created_at,
-            Memory.updated_at,
-            Memory.expires_at,
-            Memory.session,
-            Memory.context,
-            Memory.facets,
-            Memory.words,
-            Memory.length,
-        ],
+        _written_columns(),
         rows_select,
     )
     upsert: ClauseElement = _on_conflict(statement, updated_at, only_plain=True).returning(
