@@ -291,3 +291,35 @@ async def test_closing_answers_every_waiting_caller(sql: SQLBackend) -> None:
     await driver.close()
     found = await asyncio.gather(*calls, return_exceptions=True)
     assert all(isinstance(error, BackendClosedError) for error in found), found
+
+
+async def test_a_statement_aborted_to_break_a_deadlock_runs_once_more(sql: SQLBackend) -> None:
+    driver = _driver(sql)
+    # Aborted as a deadlock while the sequence is below ``n`` (nextval is not rolled back),
+    # after a write that the abort rolls back.
+    await driver.fetch(SQL("CREATE SEQUENCE tries", (), {}), ())
+    await driver.fetch(
+        SQL(
+            """CREATE FUNCTION deadlocked(n bigint, k text) RETURNS bigint LANGUAGE plpgsql AS $$
+            DECLARE try bigint := nextval('tries');
+            BEGIN
+                INSERT INTO asyncmem_settings (name, value) VALUES (k || try, 1);
+                IF try < n THEN
+                    RAISE EXCEPTION 'deadlock' USING ERRCODE = 'deadlock_detected';
+                END IF;
+                RETURN try;
+            END $$""",
+            (),
+            {},
+        ),
+        (),
+    )
+    once = SQL("SELECT deadlocked($1, $2) AS try", ("n", "k"), {})
+    assert [row["try"] for row in await driver.fetch(once, (2, "a"))] == [2]
+    settings = SQL("SELECT name FROM asyncmem_settings WHERE name LIKE $1", ("like",), {})
+    assert [row["name"] for row in await driver.fetch(settings, ("a%",))] == ["a2"]
+    with pytest.raises(Exception, match="deadlock") as raised:
+        await driver.fetch(once, (10, "b"))  # a second deadlock in a row is the caller's
+    assert getattr(raised.value, "sqlstate", "") == "40P01"
+    assert await driver.fetch(settings, ("b%",)) == []
+    assert len(driver._idle or ()) == 2

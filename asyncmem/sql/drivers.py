@@ -118,6 +118,10 @@ class _Columns:
         return found
 
 
+_DEADLOCK = "40P01"
+"""PostgreSQL's SQLSTATE for a statement aborted to break a deadlock."""
+
+
 def _sqlstate(error: BaseException | None) -> str:
     while error is not None:
         state = getattr(error, "sqlstate", None)
@@ -985,8 +989,14 @@ class PostgresDriver:
     async def _on_connection(
         self, method: str, statement: Callable[[], tuple[SQL, Sequence[Any]]]
     ) -> Any:
-        """Run ``statement()`` (called once a connection is ours, again only if that
-        connection turned out dead) by ``method`` on a pooled connection."""
+        """Run ``statement()`` (called once a connection is ours) by ``method`` on a
+        pooled connection.
+
+        Run once more, and only once, if the connection turned out dead, or if the server
+        aborted the statement to break a deadlock (SQLSTATE 40P01): one statement outside a
+        transaction is rolled back whole, so nothing of the first try remains. (A group of
+        plain stores locks a conversation turn's row it leaves alone, so it can deadlock
+        with a turn appended next to that row; either side then simply runs again.)"""
         for attempt in (1, 2):
             connection, reused = await self._acquire()
             healthy = False
@@ -999,6 +1009,8 @@ class PostgresDriver:
                 # An error the server reported leaves the connection usable.
                 healthy = _sqlstate(exc) != "" and not connection.is_closed()
                 if attempt == 1 and reused and _connection_lost(exc, connection):
+                    continue
+                if attempt == 1 and _sqlstate(exc) == _DEADLOCK:
                     continue
                 raise
             finally:
