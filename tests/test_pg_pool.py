@@ -323,3 +323,22 @@ async def test_a_statement_aborted_to_break_a_deadlock_runs_once_more(sql: SQLBa
     assert getattr(raised.value, "sqlstate", "") == "40P01"
     assert await driver.fetch(settings, ("b%",)) == []
     assert len(driver._idle or ()) == 2
+
+
+async def test_a_group_whose_callers_all_gave_up_writes_nothing(sql: SQLBackend) -> None:
+    driver = _driver(sql)
+    ran = _record_statements(driver)
+    held = await _hold_every_connection(driver, 2)
+    calls = [asyncio.ensure_future(sql.store("alice", f"k{i}", "never")) for i in range(3)]
+    await _until_waiting(driver, 1)
+    for call in calls:
+        call.cancel()
+    for connection in held:
+        driver._release(connection, True)
+    found = await asyncio.gather(*calls, return_exceptions=True)
+    assert all(isinstance(error, asyncio.CancelledError) for error in found)
+    while driver._leaders:
+        await asyncio.gather(*driver._leaders)
+    assert ran == []
+    assert len(driver._idle or ()) == 2
+    assert await sql.list_keys("alice") == []

@@ -118,6 +118,10 @@ class _Columns:
         return found
 
 
+class _NoCalls(Exception):
+    """A group of ``fetch_together`` calls whose every caller gave up before it ran."""
+
+
 _DEADLOCK = "40P01"
 """PostgreSQL's SQLSTATE for a statement aborted to break a deadlock."""
 
@@ -1067,12 +1071,16 @@ class PostgresDriver:
                 if self._groups.get(many.text) is waiting:
                     del self._groups[many.text]
                 calls.extend(call for call in waiting if not call[1].done())
+                if not calls:  # every caller gave up: nothing to run (nor to write)
+                    raise _NoCalls
             if len(calls) == 1:
                 return sql, calls[0][0]
             return many, pack.args([args for args, _ in calls])
 
         try:
             rows: list[Row] = await self._on_connection("fetch", statement)
+        except _NoCalls:
+            return
         except BaseException as exc:
             if self._groups.get(many.text) is waiting:
                 del self._groups[many.text]
