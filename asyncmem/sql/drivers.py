@@ -296,13 +296,6 @@ class Driver(Protocol):
         """Run one statement; return its rows."""
         ...
 
-    async def fetch_together(
-        self, sql: SQL, many: SQL, args: Sequence[Any], *, pack: Pack | None = None
-    ) -> list[Row]:
-        """Like :meth:`fetch` for a one-statement ``sql``; concurrent calls may share one
-        ``many`` statement (see ``PostgresDriver.fetch_together``)."""
-        ...
-
     async def execute(self, sql: SQL, args: Sequence[Any]) -> int:
         """Run one writing statement; return how many rows it changed."""
         ...
@@ -445,12 +438,6 @@ class SQLiteDriver:
             return found
         self._before(sql)
         return list(await next(self._next_reader).execute_fetchall(sql.text, args))
-
-    async def fetch_together(
-        self, sql: SQL, many: SQL, args: Sequence[Any], *, pack: Pack | None = None
-    ) -> list[Row]:
-        """:meth:`fetch`: concurrent calls already share a thread trip here."""
-        return await self.fetch(sql, args, write=pack is not None)
 
     async def execute(self, sql: SQL, args: Sequence[Any]) -> int:
         self._before(sql)

@@ -51,6 +51,7 @@ from asyncmem.sql.compiled import (
 )
 from asyncmem.sql.drivers import (
     Driver,
+    Pack,
     PostgresDriver,
     Row,
     SQLiteDriver,
@@ -345,6 +346,18 @@ class SQLBackend(BackendBase):
         """Run one statement for ``operation``; return its rows."""
         return await self._run(operation, lambda driver: driver.fetch(sql, args, write=write))
 
+    async def _fetch_together(
+        self, operation: str, sql: SQL, many: SQL, args: Sequence[Any], pack: Pack | None = None
+    ) -> list[Row]:
+        """PostgreSQL (the only dialect with ``many`` statements): ``sql`` for ``operation``,
+        sharing ``many`` with concurrent calls while the pool is busy."""
+
+        async def work(driver: Driver) -> list[Row]:
+            assert isinstance(driver, PostgresDriver)
+            return await driver.fetch_together(sql, many, args, pack=pack)
+
+        return await self._run(operation, work)
+
     async def _atomic(
         self,
         operation: str,
@@ -434,9 +447,7 @@ class SQLBackend(BackendBase):
                 pack = self._plain_stores
                 if pack is None:
                     pack = self._plain_stores = _PlainStores(plain, many)
-                rows = await self._run(
-                    "store", lambda driver: driver.fetch_together(plain, many, args, pack=pack)
-                )
+                rows = await self._fetch_together("store", plain, many, args, pack)
             row = rows[0] if rows else None
         elif self._sql.append_turn is not None:
             # PostgreSQL: a conversation's new last turn, the common case, in one statement.
@@ -481,9 +492,7 @@ class SQLBackend(BackendBase):
         if many is None:
             rows = await self._fetch("retrieve", sql, args)
         else:  # PostgreSQL: concurrent retrieves share a statement when the pool is busy
-            rows = await self._run(
-                "retrieve", lambda driver: driver.fetch_together(sql, many, args)
-            )
+            rows = await self._fetch_together("retrieve", sql, many, args)
         return _entry(rows[0]) if rows else None
 
     async def query(
