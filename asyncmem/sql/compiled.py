@@ -30,7 +30,7 @@ __all__ = [
     "load_statements",
 ]
 
-HEAD = "0008_append_turn"
+HEAD = "0009_unchanged_terms"
 """The Alembic revision this code's schema is at (a test checks it against the scripts)."""
 
 IMPORT_FIELDS = (
