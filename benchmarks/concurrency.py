@@ -18,6 +18,10 @@ Parts (``--parts``), SQLite on tmpfs (``/dev/shm``) unless ``--url`` names a Pos
   ``--seconds`` (60), the same mix: p50/p99 overall and per operation, max, errors
   (SQLite only; ``--mp-impls asyncmem,floor`` runs the floor's processes too).
 
+The mix's stores write a key's text with " updated" added: a key's first store in a run changes
+its text and later ones write the same text again. ``--store-text fresh`` makes every store
+write new text (a word of its own), so every store changes the index.
+
 Implementations (each on its own database, preloaded alike):
 - floor: hand-written statements on a hand-written schema of the floor's own
   (benchmarks/floors.py): SQLite, one aiosqlite connection in autocommit, WAL,
@@ -78,8 +82,10 @@ POOL_SIZE = 10
 class Data:
     """``users`` users with ``per_user`` memories each, and questions, all deterministic."""
 
-    def __init__(self, users: int, per_user: int, seed: int = 7) -> None:
+    def __init__(self, users: int, per_user: int, seed: int = 7, *, fresh: bool = False) -> None:
         rng = random.Random(seed)
+        self.fresh = fresh
+        """Whether the mix's stores write new text every time (``--store-text fresh``)."""
         self.users = [f"user-{u:02d}" for u in range(users)]
         self.items = {
             user: [(f"memory-{i:05d}", sentence(rng)) for i in range(per_user)]
@@ -243,7 +249,10 @@ async def one_op(impl: Any, data: Data, rng: random.Random) -> tuple[str, Awaita
     if roll < 0.7:
         return "retrieve", impl.retrieve(user, key)
     if roll < 0.9:
-        return "store", impl.store(user, key, value + " updated")
+        # "repeat": a key's first store in the run changes its text, later ones write it again;
+        # "fresh": every store writes text with a word of its own.
+        suffix = f" updated w{rng.randrange(10**9)}" if data.fresh else " updated"
+        return "store", impl.store(user, key, value + suffix)
     return "query", impl.query(user, rng.choice(data.questions))
 
 
@@ -290,7 +299,7 @@ def median_runs(runs: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 async def tasks_part(args: argparse.Namespace, directory: Path) -> tuple[str, dict[str, Any]]:
-    data = Data(args.users, args.preload // args.users)
+    data = Data(args.users, args.preload // args.users, fresh=args.store_text == "fresh")
     impls = [name for name in args.impls.split(",") if name]
     runs: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for repeat in range(args.repeat):
@@ -328,7 +337,8 @@ async def tasks_part(args: argparse.Namespace, directory: Path) -> tuple[str, di
     text = "\n".join(
         [
             f"### {dialect}: {args.tasks} tasks × {args.ops} calls, 70/20/10 retrieve/store/query,"
-            f" {args.preload:,} memories over {args.users} users (median of {args.repeat} runs)",
+            f" {args.preload:,} memories over {args.users} users, stores: {args.store_text} text"
+            f" (median of {args.repeat} runs)",
             "",
             table(
                 [
@@ -465,7 +475,7 @@ async def turn_part(args: argparse.Namespace, directory: Path) -> tuple[str, dic
 
 async def worker_main(args: argparse.Namespace) -> int:
     """One process of the mp part: ``--proc-tasks`` tasks until the deadline; JSON to a file."""
-    data = Data(args.users, args.preload // args.users)
+    data = Data(args.users, args.preload // args.users, fresh=args.store_text == "fresh")
     path = Path(args.worker)
     impl: Any
     if args.worker_impl == "floor":
@@ -509,7 +519,7 @@ async def mp_part(args: argparse.Namespace, directory: Path) -> tuple[str, dict[
     report: dict[str, Any] = {}
     for impl in [name for name in args.mp_impls.split(",") if name]:
         path = directory / f"mp-{impl}.db"
-        data = Data(args.users, args.preload // args.users)
+        data = Data(args.users, args.preload // args.users, fresh=args.store_text == "fresh")
         if impl == "floor":
             await asyncio.to_thread(sqlite_floor_file, path, data.items)
         else:
@@ -539,6 +549,8 @@ async def mp_part(args: argparse.Namespace, directory: Path) -> tuple[str, dict[
                 str(args.users),
                 "--preload",
                 str(args.preload),
+                "--store-text",
+                args.store_text,
             )
             for n, out in enumerate(outs)
         ]
@@ -582,7 +594,8 @@ async def mp_part(args: argparse.Namespace, directory: Path) -> tuple[str, dict[
     text = "\n".join(
         [
             f"### SQLite: {args.procs} processes × {args.proc_tasks} tasks on one file for "
-            f"{args.seconds} s, 70/20/10 retrieve/store/query over {args.preload:,} memories",
+            f"{args.seconds} s, 70/20/10 retrieve/store/query over {args.preload:,} memories, "
+            f"stores: {args.store_text} text",
             "",
             table(
                 [
@@ -631,6 +644,13 @@ async def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--procs", type=int, default=16)
     parser.add_argument("--proc-tasks", type=int, default=8)
     parser.add_argument("--seconds", type=float, default=60)
+    parser.add_argument(
+        "--store-text",
+        choices=["repeat", "fresh"],
+        default="repeat",
+        help="the mix's stores: a key's text + ' updated' (the same on every later store of "
+        "the key) or new text every time",
+    )
     parser.add_argument("--mp-impls", default="asyncmem", help="asyncmem and/or floor")
     parser.add_argument("--json", help="write the raw numbers here")
     parser.add_argument("--worker", help=argparse.SUPPRESS)
