@@ -1,6 +1,6 @@
 """Concurrent calls on SQLite are answered in batches, and each caller still gets its own
-result or error: one trip to the writer's thread and one transaction per batch of writes,
-one savepoint per call, so one caller's failure fails that caller only."""
+result or error: one trip to the writer's thread per batch of writes and a transaction per
+write, so one caller's failure fails that caller only."""
 
 from __future__ import annotations
 
@@ -53,7 +53,7 @@ async def test_one_failing_caller_in_a_batch_fails_alone(
                 entry = await backend.retrieve("alice", f"k{i}")
                 assert entry is not None
                 assert entry.value == f"value {i} word{i}"
-        assert await backend.retrieve("alice", "bad") is None  # rolled back to its savepoint
+        assert await backend.retrieve("alice", "bad") is None  # its transaction rolled back
         await _check_whole(backend)
     writes = [size for transactional, size in batch_sizes if transactional]
     assert max(writes) > 1, writes  # the failing call shared a batch with others

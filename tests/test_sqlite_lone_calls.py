@@ -1,21 +1,25 @@
-"""SQLite: a call that is one statement and alone in its batch runs as that statement only.
+"""SQLite: a call that is one statement runs as that statement only, and each write is a
+transaction of its own, in a batch or not.
 
-A lone write statement (a plain store or delete) runs in autocommit, its own transaction,
-without ``BEGIN IMMEDIATE`` / ``COMMIT`` around it; a write of several statements (a
-conversation turn) and a batch of several calls still run in ``BEGIN IMMEDIATE``. Either
-way a call that raised changed nothing, and the connection is left with no transaction open.
+A write statement (a plain store or delete) runs in autocommit, without ``BEGIN IMMEDIATE`` /
+``COMMIT`` around it; a write of several statements (a conversation turn) runs in
+``BEGIN IMMEDIATE`` … ``COMMIT`` holding that call's statements only. Either way a call that
+raised changed nothing, and the connection is left with no transaction open.
 """
 
 from __future__ import annotations
 
 import asyncio
+import re
 import sqlite3
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from asyncmem import SchemaError, SQLBackend
+from asyncmem.sql import drivers
 from asyncmem.sql.compiled import SQL
 from asyncmem.sql.drivers import SQLiteDriver
 
@@ -70,12 +74,48 @@ async def test_a_turn_still_runs_in_begin_immediate(store: SQLBackend) -> None:
     assert seen[-1] == "COMMIT"
 
 
-async def test_concurrent_lone_writes_share_one_transaction(store: SQLBackend) -> None:
+async def test_concurrent_writes_share_a_trip_and_commit_one_by_one(
+    store: SQLBackend, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A batch's transaction holds one call's statements: a batch-wide one held the file's
+    write lock across every other call's statements (see ``drivers._run_batch``)."""
+    trips: list[int] = []
+    real = drivers._run_batch
+
+    def counting(connection: Any, bodies: Any, *rest: Any) -> Any:
+        trips.append(len(bodies))
+        return real(connection, bodies, *rest)
+
+    monkeypatch.setattr(drivers, "_run_batch", counting)
     seen = await _traced(store)
-    await asyncio.gather(*(store.store("alice", f"k{i}", "v") for i in range(20)))
-    assert "BEGIN IMMEDIATE" in seen
-    assert "SAVEPOINT asyncmem_call" in seen
-    assert len(await store.list_keys("alice")) == 20
+    await asyncio.gather(
+        *(
+            store.store("alice", f"k{i}", f"value {i}", {"session": "s"} if i % 4 == 0 else None)
+            for i in range(24)
+        )
+    )
+    assert max(trips) > 1, trips  # the calls shared trips to the writer's thread
+    assert len(await store.list_keys("alice")) == 24
+    assert "SAVEPOINT asyncmem_call" not in seen
+    inside: set[str] | None = None
+    turns = 0
+    for statement in seen:
+        if statement == "BEGIN IMMEDIATE":
+            assert inside is None, "a transaction began inside another"
+            inside = set()
+        elif statement == "COMMIT":
+            assert inside is not None
+            assert len(inside) == 1, inside  # one call's upsert, and nothing of another call
+            (key,) = inside
+            assert int(key[1:]) % 4 == 0, key  # a turn; plain stores need no transaction
+            turns += 1
+            inside = None
+        elif found := re.match(r"INSERT INTO memories \(.*?VALUES \('alice', '(k\d+)'", statement):
+            if inside is None:
+                assert int(found.group(1)[1:]) % 4, found.group(1)  # a plain store, alone
+            else:
+                inside.add(found.group(1))
+    assert turns == 6
 
 
 async def test_a_lone_write_that_fails_changes_nothing(store: SQLBackend) -> None:

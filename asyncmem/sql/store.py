@@ -179,8 +179,8 @@ class SQLBackend(BackendBase):
     a power loss may lose the last moments of writes but never corrupts the file. Every write
     is one short transaction together with the upkeep of its conversation's neighbour contexts
     (:mod:`asyncmem.sql.conversations`): a call that raised changed nothing. Concurrent calls
-    are answered in batches, one transaction per batch of writes with a savepoint per call;
-    writers in other processes wait up to ``busy_timeout`` seconds. ``readers`` connections
+    are answered in batches, one trip to the writer's thread per batch and a transaction per
+    write; writers in other processes wait up to ``busy_timeout`` seconds. ``readers`` connections
     serve reads next to the writer.
 
     ``max_versions`` is how many versions of a memory :meth:`history` keeps, the current one
