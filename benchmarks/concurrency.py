@@ -15,8 +15,10 @@ Parts (``--parts``), SQLite on tmpfs (``/dev/shm``) unless ``--url`` names a Pos
 - turn: asyncmem's store of a conversation turn (metadata with ``session``, ``speaker``,
   ``date``) against a plain store of the same text, interleaved, p50 of each.
 - mp: ``--procs`` (16) processes × ``--proc-tasks`` (8) tasks on one SQLite file for
-  ``--seconds`` (60), the same mix: p50/p99 overall and per operation, max, errors
-  (SQLite only; ``--mp-impls asyncmem,floor`` runs the floor's processes too).
+  ``--seconds`` (60), the same mix: p50/p99 overall and per operation, max, errors, and
+  for asyncmem how long a trip of its write batches took in the writer's thread, waits for
+  the write lock included (SQLite only; ``--mp-impls asyncmem,floor`` runs the floor's
+  processes too).
 
 The mix's stores write a key's text with " updated" added: a key's first store in a run changes
 its text and later ones write the same text again. ``--store-text fresh`` makes every store
@@ -473,8 +475,27 @@ async def turn_part(args: argparse.Namespace, directory: Path) -> tuple[str, dic
 # --- many processes --------------------------------------------------------------------------
 
 
+def _time_write_trips(trips: list[int]) -> None:
+    """Record each trip of asyncmem's write batches in the writer's thread (ns): from its
+    first try for the file's write lock to its last commit, waits for the lock included."""
+    from asyncmem.sql import drivers
+
+    real = drivers._run_batch
+
+    def timed(connection: Any, bodies: Any, hook: Any, transactional: bool, *rest: Any) -> Any:
+        start = time.perf_counter_ns()
+        try:
+            return real(connection, bodies, hook, transactional, *rest)
+        finally:
+            if transactional:
+                trips.append(time.perf_counter_ns() - start)
+
+    drivers._run_batch = timed
+
+
 async def worker_main(args: argparse.Namespace) -> int:
     """One process of the mp part: ``--proc-tasks`` tasks until the deadline; JSON to a file."""
+    trips: list[int] = []
     data = Data(args.users, args.preload // args.users, fresh=args.store_text == "fresh")
     path = Path(args.worker)
     impl: Any
@@ -486,6 +507,7 @@ async def worker_main(args: argparse.Namespace) -> int:
         backend = SQLBackend(f"sqlite:///{path}")
         await backend.open()
         impl, closer = Asyncmem(backend), backend.aclose
+        _time_write_trips(trips)
     samples: dict[str, list[int]] = defaultdict(list)
     errors: dict[str, int] = defaultdict(int)
     start_at, deadline = args.start_at, args.start_at + args.seconds
@@ -508,7 +530,9 @@ async def worker_main(args: argparse.Namespace) -> int:
         await asyncio.gather(*(task(n) for n in range(args.proc_tasks)))
     finally:
         await closer()
-    Path(args.out).write_text(json.dumps({"samples": samples, "errors": errors}))
+    Path(args.out).write_text(
+        json.dumps({"samples": samples, "errors": errors, "write_trips": trips})
+    )
     return 0
 
 
@@ -557,6 +581,7 @@ async def mp_part(args: argparse.Namespace, directory: Path) -> tuple[str, dict[
         codes = [await proc.wait() for proc in procs]
         samples: dict[str, list[int]] = defaultdict(list)
         errors: dict[str, int] = defaultdict(int)
+        trips: list[int] = []
         for out in outs:
             if not out.exists():
                 continue
@@ -565,6 +590,7 @@ async def mp_part(args: argparse.Namespace, directory: Path) -> tuple[str, dict[
                 samples[op].extend(values)
             for name, count in got["errors"].items():
                 errors[name] += count
+            trips.extend(got.get("write_trips", []))
         every = [s for values in samples.values() for s in values]
         failed = sum(code != 0 for code in codes)
         summary = {
@@ -574,6 +600,7 @@ async def mp_part(args: argparse.Namespace, directory: Path) -> tuple[str, dict[
             **{op: _quantiles(samples[op]) for op in OPS},
             "errors": dict(errors),
             "failed_processes": failed,
+            "write_trips": _quantiles(trips) if trips else None,
         }
         report[impl] = summary
         rows.append(
@@ -587,6 +614,11 @@ async def mp_part(args: argparse.Namespace, directory: Path) -> tuple[str, dict[
                 ms(summary["all"]["max"]),
                 str(sum(errors.values())) + (f" ({dict(errors)})" if errors else ""),
                 str(failed),
+                (
+                    f"{ms(summary['write_trips']['p50'])} / {ms(summary['write_trips']['p99'])}"
+                    if trips
+                    else "—"
+                ),
                 loadavg(),
             ]
         )
@@ -610,6 +642,7 @@ async def mp_part(args: argparse.Namespace, directory: Path) -> tuple[str, dict[
                     "max",
                     "errors",
                     "failed processes",
+                    "write trip p50 / p99",
                     "loadavg",
                 ],
                 rows,
