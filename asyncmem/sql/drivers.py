@@ -649,12 +649,12 @@ def _run_batch(
     outcomes: list[Outcome] = []
     for body in bodies:
         try:
-            if type(body) is _Statement and (transactional or len(bodies) == 1):
-                result = _lone(connection, body, fault_hook, lock_wait)
-            elif transactional:
-                result = _in_transaction(connection, body, transaction, lock_wait)
-            else:
+            if not transactional:
                 result = _run_job(body, transaction)
+            elif type(body) is _Statement:
+                result = _lone(connection, body, fault_hook, lock_wait)
+            else:
+                result = _in_transaction(connection, body, transaction, lock_wait)
         except Exception as exc:
             if len(bodies) == 1:
                 raise
@@ -670,7 +670,8 @@ def _lone(
     fault_hook: FaultHook | None,
     lock_wait: float | None,
 ) -> list[Row]:
-    """One statement in autocommit: its own transaction; what it raises fails it."""
+    """One write statement in autocommit: its own transaction; what it raises fails it.
+    The fault hook runs once, outside :func:`_when_free`, which may try the statement again."""
     if connection.in_transaction:
         raise BackendError("the SQLite writer was left inside a transaction")
     if fault_hook is not None:
