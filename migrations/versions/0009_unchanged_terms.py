@@ -27,9 +27,11 @@ down_revision: str | Sequence[str] | None = "0008_append_turn"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
-_CHANGED = (
-    "old.words IS NOT new.words OR old.context IS NOT new.context OR old.length IS NOT new.length"
-)
+
+def _changed(differs: str) -> str:
+    """Whether an update changed ``words``, ``context`` or ``length``; ``differs`` is the
+    dialect's null-safe "not equal" (SQLite ``IS NOT``, PostgreSQL ``IS DISTINCT FROM``)."""
+    return " OR ".join(f"old.{c} {differs} new.{c}" for c in ("words", "context", "length"))
 
 
 def _sqlite_update(when: str) -> str:
@@ -71,7 +73,6 @@ def _postgresql(changed_only: bool) -> list[str]:
             FOR EACH ROW EXECUTE FUNCTION asyncmem_search_terms()
             """
         ]
-    changed = _CHANGED.replace(" IS NOT ", " IS DISTINCT FROM ").replace("old.", "OLD.")
     return [
         """
         CREATE TRIGGER memories_search AFTER INSERT OR DELETE ON memories
@@ -79,7 +80,7 @@ def _postgresql(changed_only: bool) -> list[str]:
         """,
         f"""
         CREATE TRIGGER memories_search_update AFTER UPDATE OF words, context, length
-        ON memories FOR EACH ROW WHEN ({changed.replace("new.", "NEW.")})
+        ON memories FOR EACH ROW WHEN ({_changed("IS DISTINCT FROM")})
         EXECUTE FUNCTION asyncmem_search_terms()
         """,
     ]
@@ -88,7 +89,7 @@ def _postgresql(changed_only: bool) -> list[str]:
 def _replace(changed_only: bool) -> None:
     if op.get_bind().dialect.name == "sqlite":
         op.execute("DROP TRIGGER memories_search_update")
-        op.execute(_sqlite_update(f"WHEN {_CHANGED}" if changed_only else ""))
+        op.execute(_sqlite_update(f"WHEN {_changed('IS NOT')}" if changed_only else ""))
         return
     op.execute("DROP TRIGGER IF EXISTS memories_search_update ON memories")
     op.execute("DROP TRIGGER memories_search ON memories")
