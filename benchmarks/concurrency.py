@@ -101,6 +101,11 @@ class Data:
         return user, key, value
 
 
+def _mix_data(args: argparse.Namespace) -> Data:
+    """The preloaded memories of the tasks and mp parts, and how their mix stores."""
+    return Data(args.users, args.preload // args.users, fresh=args.store_text == "fresh")
+
+
 # --- implementations -------------------------------------------------------------------------
 
 
@@ -301,7 +306,7 @@ def median_runs(runs: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 async def tasks_part(args: argparse.Namespace, directory: Path) -> tuple[str, dict[str, Any]]:
-    data = Data(args.users, args.preload // args.users, fresh=args.store_text == "fresh")
+    data = _mix_data(args)
     impls = [name for name in args.impls.split(",") if name]
     runs: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for repeat in range(args.repeat):
@@ -496,7 +501,7 @@ def _time_write_trips(trips: list[int]) -> None:
 async def worker_main(args: argparse.Namespace) -> int:
     """One process of the mp part: ``--proc-tasks`` tasks until the deadline; JSON to a file."""
     trips: list[int] = []
-    data = Data(args.users, args.preload // args.users, fresh=args.store_text == "fresh")
+    data = _mix_data(args)
     path = Path(args.worker)
     impl: Any
     if args.worker_impl == "floor":
@@ -543,7 +548,7 @@ async def mp_part(args: argparse.Namespace, directory: Path) -> tuple[str, dict[
     report: dict[str, Any] = {}
     for impl in [name for name in args.mp_impls.split(",") if name]:
         path = directory / f"mp-{impl}.db"
-        data = Data(args.users, args.preload // args.users, fresh=args.store_text == "fresh")
+        data = _mix_data(args)
         if impl == "floor":
             await asyncio.to_thread(sqlite_floor_file, path, data.items)
         else:
