@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from itertools import pairwise
+
 import pytest
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
 
 from asyncmem.sql import coverage, search
 from asyncmem.sql.coverage import coverage_and_proximity
@@ -114,3 +119,57 @@ def test_the_second_pass_reads_only_candidates_that_can_reach_the_top(
     many = [10.0 - i / 100 for i in range(50)]
     rerank(["cat"], many, [{}] * 50, 10, values=[str(i) for i in range(50)])
     assert read == [[str(i) for i in range(search.SECOND_PASS_FACTOR * 10)]]
+
+
+def _word_by_word(terms: Sequence[str], texts: Sequence[str]) -> list[tuple[float, float]]:
+    """The second pass as its docstring says it, one word at a time: the reference for the
+    pattern that finds every text's terms at once."""
+    wanted = {term: index for index, term in reversed(list(enumerate(terms)))}
+    found = []
+    for text in texts:
+        hits = [
+            (at, wanted[word]) for at, word in enumerate(coverage._words(text)) if word in wanted
+        ]
+        near = {
+            (min(one, other), max(one, other))
+            for (at, one), (next_at, other) in pairwise(hits)
+            if one != other and next_at - at <= coverage.PROXIMITY_WORDS
+        }
+        found.append(({term for _, term in hits}, len(near)))
+    return coverage._scored(len(terms), found)
+
+
+_WORDS = ["cat", "cats", "mat", "at", "a", "x1", "1", "café", "cafe", "fi", "ﬁsh", "fish"]
+_WORDS += ["σ", "ς", "ΣΑΣ", "i̇", "İstanbul", "istanbul", "straße", "STRASSE", "naïve"]
+_GLUE = [" ", "  ", ", ", "-", "_", "'", "\n", ".", "é", "\u0301", "’", "😀", "\t"]
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    terms=st.lists(
+        st.sampled_from([*_WORDS[:9], "istanbul", "ς", "σας", "fish", "naïve"]),
+        min_size=1,
+        max_size=5,
+    ),
+    texts=st.lists(
+        st.lists(st.tuples(st.sampled_from(_WORDS), st.sampled_from(_GLUE)), max_size=16).map(
+            lambda pairs: "".join(word + glue for word, glue in pairs)
+        ),
+        min_size=1,
+        max_size=6,
+    ),
+    case=st.sampled_from([str, str.upper, str.title]),
+)
+@example(
+    terms=["cat", "mat"], texts=["x " * coverage.COVERAGE_CHARS + "cat mat", "cat_mat"], case=str
+)
+@example(terms=["istanbul", "cat"], texts=["İstanbul cat İ cat", "ΣΑΣ cat"], case=str)
+def test_all_texts_at_once_is_word_by_word(
+    terms: list[str], texts: list[str], case: object
+) -> None:
+    """The terms found by one pattern over the joined texts are the words each text splits
+    into (case and NFKC forms, word boundaries, offsets after characters that lower-casing
+    or NFKC lengthen, the first ``COVERAGE_CHARS`` only)."""
+    assert callable(case)
+    cased = [case(text) for text in texts]
+    assert coverage_and_proximity(terms, cased) == _word_by_word(terms, cased)
