@@ -20,7 +20,6 @@ a pair) is found inside a word.
 from __future__ import annotations
 
 import bisect
-import functools
 import math
 import re
 import unicodedata
@@ -74,39 +73,23 @@ def _hits(words: list[str], matched: set[str], term_of: dict[str, int]) -> list[
     return hits
 
 
-_WORD_CHAR = re.compile(r"[^\W_]")
 _NEAR_GAP = re.compile(rf"[\W_]*(?:[^\W_]+[\W_]+){{0,{PROXIMITY_WORDS - 1}}}")
 """What may separate two words that sit within :data:`PROXIMITY_WORDS` of each other: at
 most ``PROXIMITY_WORDS - 1`` words."""
 
-
 _NONE_FOUND: tuple[AbstractSet[int], int] = (frozenset(), 0)
-
-
-@functools.lru_cache(maxsize=256)
-def _term_pattern(terms: tuple[str, ...]) -> re.Pattern[str] | None:
-    """A pattern finding ``terms`` where they end a word (a term that is not a word cannot
-    be one); ``None`` when none is a word. The start of the word is checked by the caller:
-    a look-behind at the front would keep the pattern from skipping ahead to a first
-    letter (twice as slow)."""
-    words = sorted({term for term in terms if _WORD.fullmatch(term)}, key=lambda t: (-len(t), t))
-    if not words:
-        return None
-    return re.compile(f"(?:{'|'.join(map(re.escape, words))})(?![^\\W_])")
 
 
 def _found_together(
     terms: Sequence[str], texts: Sequence[str], wanted: dict[str, int]
 ) -> list[tuple[AbstractSet[int], int]]:
-    """Each text's present terms and how many pairs of them sit near, when no term is CJK.
+    r"""Each text's present terms and how many pairs of them sit near, when no term is CJK.
 
-    What :func:`_words` and :func:`_hits` give, found by one regular expression over all
-    the texts joined by newlines (normalised and lower-cased together, as each text alone
-    would be: a newline starts a new word and joins no character), rather than by splitting
-    every text into words: a third of the time on short texts."""
-    pattern = _term_pattern(tuple(terms))
-    if pattern is None:
-        return [_NONE_FOUND] * len(texts)
+    What :func:`_words` and :func:`_hits` give, found with ``str.find`` in all the texts
+    joined by newlines (normalised and lower-cased text by text, as each alone would be),
+    each find kept where it is a whole word (``[^\W_]``, the words' letters, is exactly
+    ``str.isalnum``), rather than by splitting every text into words. A term that is not a
+    word is none of the words. No pattern is compiled: each question's terms differ."""
     parts = [text[:COVERAGE_CHARS] for text in texts]
     joined = "\n".join(parts)
     if joined.isascii():
@@ -116,21 +99,34 @@ def _found_together(
         # characters lower-cased), and the offsets must be its own.
         parts = [unicodedata.normalize("NFKC", part).lower() for part in parts]
         joined = "\n".join(parts)
+    size = len(joined)
+    found_at: list[tuple[int, int, int]] = []
+    find = joined.find
+    for term, index in wanted.items():
+        if not term.isalnum():
+            continue
+        width = len(term)
+        at = find(term)
+        while at >= 0:
+            end = at + width
+            if (at == 0 or not joined[at - 1].isalnum()) and (
+                end == size or not joined[end].isalnum()
+            ):
+                found_at.append((at, end, index))
+            at = find(term, end)
+    found: list[tuple[AbstractSet[int], int]] = [_NONE_FOUND] * len(texts)
+    if not found_at:
+        return found
+    found_at.sort()
     starts = list(accumulate([len(part) + 1 for part in parts[:-1]], initial=0))
     hits: dict[int, list[tuple[int, int, int]]] = {}
-    word_char = _WORD_CHAR.match
     where = bisect.bisect_right
-    for match in pattern.finditer(joined):
-        begin = match.start()
-        if begin and word_char(joined, begin - 1):
-            continue  # the end of a longer word
-        hit = (begin, match.end(), wanted[match.group()])
-        text = where(starts, begin) - 1
+    for hit in found_at:
+        text = where(starts, hit[0]) - 1
         if text in hits:
             hits[text].append(hit)
         else:
             hits[text] = [hit]
-    found: list[tuple[AbstractSet[int], int]] = [_NONE_FOUND] * len(texts)
     near_gap = _NEAR_GAP.fullmatch
     for text, in_text in hits.items():
         present = {term for _, _, term in in_text}
