@@ -5,6 +5,9 @@ from __future__ import annotations
 import json
 import unicodedata
 
+from hypothesis import given
+from hypothesis import strategies as st
+
 from asyncmem.sql import search, terms
 from asyncmem.sql.terms import neighbour_contexts, own_terms, question_terms, term_of
 
@@ -80,6 +83,11 @@ def test_every_combining_mark_takes_the_careful_split() -> None:
     expression alone, which would cut words at combining marks: every mark must be in it."""
     marks = (chr(c) for c in range(0x300, 0x110000) if unicodedata.category(chr(c))[0] == "M")
     assert [m for m in marks if search._MAYBE_MARK.match(m) is None] == []
+
+
+@given(st.text(alphabet=st.characters(max_codepoint=127)))
+def test_ascii_text_splits_as_the_regular_expression_does(text: str) -> None:
+    assert list(search.lower_words(text)) == search._WORD.findall(text.lower())
 
 
 def test_the_fast_split_gives_the_careful_split() -> None:

