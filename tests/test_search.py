@@ -235,3 +235,50 @@ def test_rerank_s_shortcuts_change_no_result(
     values = [value for _, _, _, value in candidates]
     expected = _rerank_the_long_way(terms, scores, metadata, limit, values, temporal)
     assert rerank(terms, scores, metadata, limit, values=values, temporal=temporal) == expected
+
+
+_TIME_PIECES = st.sampled_from(
+    [
+        "Monday",
+        "MAY",
+        "may",
+        "3 pm",
+        "11:30AM",
+        "12 pm",
+        "2023",
+        "1999",
+        "Yesterday",
+        "day",
+        "days",
+        "weekend",
+        "ago",
+        "am",
+        "pm",
+        "today's",
+        "x2023",
+        "20233",
+        "mayday",
+        "ſunday",
+        "ǅay",
+        "Ⅻ",
+        "K",
+        " ",
+        ", ",
+        "\n",
+        "-",
+        "é",
+        "İ",
+        "word",
+        "3",
+        ":",
+    ]
+)
+
+
+@settings(max_examples=400)
+@given(st.lists(st.one_of(_TIME_PIECES, st.text(max_size=6)), max_size=12).map("".join))
+def test_names_a_time_as_the_case_blind_pattern(text: str) -> None:
+    """The fast path for ASCII text (lower-cased, case-sensitive pattern) finds a time
+    exactly where the ``re.IGNORECASE`` pattern does, on any text."""
+    expected = search._TIME_WORDS.search(text[: search.CONTEXT_CHARS]) is not None
+    assert search.names_a_time(text) is expected
