@@ -30,7 +30,7 @@ __all__ = [
     "load_statements",
 ]
 
-HEAD = "0009_unchanged_terms"
+HEAD = "0010_postings_in_place"
 """The Alembic revision this code's schema is at (a test checks it against the scripts)."""
 
 IMPORT_FIELDS = (
