@@ -30,7 +30,7 @@ __all__ = [
     "load_statements",
 ]
 
-HEAD = "0010_postings_in_place"
+HEAD = "0011_plain_postings"
 """The Alembic revision this code's schema is at (a test checks it against the scripts)."""
 
 IMPORT_FIELDS = (
