@@ -15,7 +15,8 @@ Reported, overall and per category: any@k (at least one evidence key in the top 
 store's statement, straight on aiosqlite) against ``query`` on the final database with the same
 questions, so the cost of re-ranking is a ratio measured on the same data. ``--baseline`` also
 scores that plain FTS5 query's relevance on the same rows (past only, by a metadata filter on
-the cutoff field: the plain index has no write-time context, so the shortcut is faithful).
+the cutoff field: the plain index has no write-time context, so the shortcut is faithful),
+with the Porter stemmer and without it.
 
     python benchmarks/relevance.py ../shared/data/realmem/realmem-turns.json.gz
     python benchmarks/relevance.py DATA.json.gz --url postgresql://postgres@127.0.0.1:5432/test
@@ -62,6 +63,16 @@ PLAIN_FTS5 = (
     f"ORDER BY bm25({PLAIN_TABLE}), m.id LIMIT ?"
 )
 """The core store's query: FTS5 bm25 over key and value, no re-ranking, no context."""
+UNSTEMMED = "unicode61 remove_diacritics 2"
+"""``--baseline``'s second index: the same without the Porter stemmer (issue 21 reports it
+ahead of the stemmed one on recall@1 on a set of long assistant replies)."""
+
+
+def plain_index(tokenize: str) -> list[str]:
+    """:data:`PLAIN_INDEX` with another FTS5 tokenizer."""
+    return [sql.replace("porter unicode61 remove_diacritics 2", tokenize) for sql in PLAIN_INDEX]
+
+
 TWIN_SUFFIX = "~plain"
 
 
@@ -242,7 +253,11 @@ async def plain_fts5_ns(
 
 
 async def plain_fts5_run(
-    path: str, data: Mapping[str, Any], limit: int, max_users: int | None
+    path: str,
+    data: Mapping[str, Any],
+    limit: int,
+    max_users: int | None,
+    index: Sequence[str] = PLAIN_INDEX,
 ) -> Run:
     """Relevance of the core store's plain FTS5 query on the same rows, past only.
 
@@ -258,7 +273,7 @@ async def plain_fts5_run(
     past = f" AND json_extract(m.metadata, '$.{order}') < ?" if order else ""
     statement = PLAIN_FTS5.replace(" ORDER BY", past + " ORDER BY")
     async with aiosqlite.connect(path) as db:
-        for sql in PLAIN_INDEX:
+        for sql in index:
             await db.execute(sql)
         await db.commit()
         for query in data["queries"]:
@@ -365,7 +380,8 @@ async def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--baseline",
         action="store_true",
-        help="SQLite: also score the core store's plain FTS5 query on the same rows (past only)",
+        help="SQLite: also score the core store's plain FTS5 query on the same rows (past "
+        "only), with and without the Porter stemmer",
     )
     parser.add_argument("--json", type=Path, help="also write the results here")
     args = parser.parse_args(argv)
@@ -404,12 +420,17 @@ async def main(argv: Sequence[str] | None = None) -> int:
             if backend.dialect == "sqlite" and backend.path and not args.no_floor:
                 floor, ours = await plain_fts5_ns(backend.path, backend, run.questions, args.limit)
             baseline: Run | None = None
+            unstemmed: Run | None = None
             if backend.dialect == "sqlite" and backend.path and args.baseline:
                 baseline = await plain_fts5_run(backend.path, data, args.limit, args.users)
+                unstemmed = await plain_fts5_run(
+                    backend.path, data, args.limit, args.users, plain_index(UNSTEMMED)
+                )
         print(f"\n## {name} ({backend.backend_name}, replay {elapsed:.0f} s)\n")
         print(table(name, run))
-        if baseline is not None:
+        if baseline is not None and unstemmed is not None:
             print(f"\nplain FTS5 on the same rows:\n\n{table(name, baseline)}")
+            print(f"\nplain FTS5 without stemming:\n\n{table(name, unstemmed)}")
         timing = {
             "store_p50_ms": ms(run.store_ns),
             "store_p95_ms": ms(run.store_ns, 0.95),
@@ -437,6 +458,9 @@ async def main(argv: Sequence[str] | None = None) -> int:
             "timing": timing,
             "plain_fts5_scores": (
                 {k: v.row() for k, v in baseline.scores.items()} if baseline else None
+            ),
+            "unstemmed_fts5_scores": (
+                {k: v.row() for k, v in unstemmed.scores.items()} if unstemmed else None
             ),
         }
     if args.json:
