@@ -20,6 +20,9 @@ Parts (``--parts``), SQLite on tmpfs (``/dev/shm``) unless ``--url`` names a Pos
   the write lock included (SQLite only; ``--mp-impls asyncmem,floor`` runs the floor's
   processes too).
 
+``--mix`` sets the shares of retrieve, store and query (default 70/20/10; ``80/20/0`` leaves
+the query out, for a comparison with LangGraph on the operations it does alike).
+
 The mix's stores write a key's text with " updated" added: a key's first store in a run changes
 its text and later ones write the same text again. ``--store-text fresh`` makes every store
 write new text (a word of its own), so every store changes the index.
@@ -84,10 +87,20 @@ POOL_SIZE = 10
 class Data:
     """``users`` users with ``per_user`` memories each, and questions, all deterministic."""
 
-    def __init__(self, users: int, per_user: int, seed: int = 7, *, fresh: bool = False) -> None:
+    def __init__(
+        self,
+        users: int,
+        per_user: int,
+        seed: int = 7,
+        *,
+        fresh: bool = False,
+        shares: tuple[float, float, float] = (0.7, 0.2, 0.1),
+    ) -> None:
         rng = random.Random(seed)
         self.fresh = fresh
         """Whether the mix's stores write new text every time (``--store-text fresh``)."""
+        self.shares = shares
+        """The mix's shares of retrieve, store and query (``--mix``), adding up to 1."""
         self.users = [f"user-{u:02d}" for u in range(users)]
         self.items = {
             user: [(f"memory-{i:05d}", sentence(rng)) for i in range(per_user)]
@@ -103,7 +116,21 @@ class Data:
 
 def _mix_data(args: argparse.Namespace) -> Data:
     """The preloaded memories of the tasks and mp parts, and how their mix stores."""
-    return Data(args.users, args.preload // args.users, fresh=args.store_text == "fresh")
+    return Data(
+        args.users,
+        args.preload // args.users,
+        fresh=args.store_text == "fresh",
+        shares=parse_mix(args.mix),
+    )
+
+
+def parse_mix(text: str) -> tuple[float, float, float]:
+    """``--mix``: percentages of retrieve, store and query, such as ``70/20/10``."""
+    parts = [float(part) for part in text.split("/")]
+    if len(parts) != 3 or any(part < 0 for part in parts) or abs(sum(parts) - 100) > 1e-9:
+        raise ValueError(f"--mix wants three percentages adding up to 100: {text}")
+    retrieve, store, query = (part / 100 for part in parts)
+    return retrieve, store, query
 
 
 # --- implementations -------------------------------------------------------------------------
@@ -253,9 +280,10 @@ def openers(
 async def one_op(impl: Any, data: Data, rng: random.Random) -> tuple[str, Awaitable[Any]]:
     roll = rng.random()
     user, key, value = data.pick(rng)
-    if roll < 0.7:
+    retrieve, store, _ = data.shares
+    if roll < retrieve:
         return "retrieve", impl.retrieve(user, key)
-    if roll < 0.9:
+    if roll < retrieve + store:
         # "repeat": a key's first store in the run changes its text, later ones write it again;
         # "fresh": every store writes text with a word of its own.
         suffix = f" updated w{rng.randrange(10**9)}" if data.fresh else " updated"
@@ -343,8 +371,9 @@ async def tasks_part(args: argparse.Namespace, directory: Path) -> tuple[str, di
     dialect = "SQLite" if args.url is None else "PostgreSQL"
     text = "\n".join(
         [
-            f"### {dialect}: {args.tasks} tasks × {args.ops} calls, 70/20/10 retrieve/store/query,"
-            f" {args.preload:,} memories over {args.users} users, stores: {args.store_text} text"
+            f"### {dialect}: {args.tasks} tasks × {args.ops} calls, {args.mix} "
+            f"retrieve/store/query, {args.preload:,} memories over {args.users} users, "
+            f"stores: {args.store_text} text"
             f" (median of {args.repeat} runs)",
             "",
             table(
@@ -580,6 +609,8 @@ async def mp_part(args: argparse.Namespace, directory: Path) -> tuple[str, dict[
                 str(args.preload),
                 "--store-text",
                 args.store_text,
+                "--mix",
+                args.mix,
             )
             for n, out in enumerate(outs)
         ]
@@ -631,7 +662,7 @@ async def mp_part(args: argparse.Namespace, directory: Path) -> tuple[str, dict[
     text = "\n".join(
         [
             f"### SQLite: {args.procs} processes × {args.proc_tasks} tasks on one file for "
-            f"{args.seconds} s, 70/20/10 retrieve/store/query over {args.preload:,} memories, "
+            f"{args.seconds} s, {args.mix} retrieve/store/query over {args.preload:,} memories, "
             f"stores: {args.store_text} text",
             "",
             table(
@@ -689,6 +720,12 @@ async def main(argv: Sequence[str] | None = None) -> int:
         help="the mix's stores: a key's text + ' updated' (the same on every later store of "
         "the key) or new text every time",
     )
+    parser.add_argument(
+        "--mix",
+        default="70/20/10",
+        help="percentages of retrieve/store/query in the tasks and mp parts; 80/20/0 leaves "
+        "out the query, which LangGraph's store answers without ranking",
+    )
     parser.add_argument("--mp-impls", default="asyncmem", help="asyncmem and/or floor")
     parser.add_argument("--json", help="write the raw numbers here")
     parser.add_argument("--worker", help=argparse.SUPPRESS)
@@ -697,6 +734,10 @@ async def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0, help=argparse.SUPPRESS)
     parser.add_argument("--start-at", type=float, default=0.0, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    try:
+        parse_mix(args.mix)
+    except ValueError as exc:
+        parser.error(str(exc))
     if args.worker:
         return await worker_main(args)
     parts = [part.strip() for part in args.parts.split(",") if part.strip()]
