@@ -120,15 +120,19 @@ def _mix_data(args: argparse.Namespace) -> Data:
         args.users,
         args.preload // args.users,
         fresh=args.store_text == "fresh",
-        shares=parse_mix(args.mix),
+        shares=args.shares,
     )
 
 
 def parse_mix(text: str) -> tuple[float, float, float]:
     """``--mix``: percentages of retrieve, store and query, such as ``70/20/10``."""
-    parts = [float(part) for part in text.split("/")]
+    wanted = f"--mix wants three percentages adding up to 100: {text}"
+    try:
+        parts = [float(part) for part in text.split("/")]
+    except ValueError:
+        raise ValueError(wanted) from None
     if len(parts) != 3 or any(part < 0 for part in parts) or abs(sum(parts) - 100) > 1e-9:
-        raise ValueError(f"--mix wants three percentages adding up to 100: {text}")
+        raise ValueError(wanted)
     retrieve, store, query = (part / 100 for part in parts)
     return retrieve, store, query
 
@@ -735,7 +739,7 @@ async def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--start-at", type=float, default=0.0, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     try:
-        parse_mix(args.mix)
+        args.shares = parse_mix(args.mix)
     except ValueError as exc:
         parser.error(str(exc))
     if args.worker:
