@@ -413,18 +413,41 @@ async def pg_scale_row(
     return seconds, out
 
 
-def parse_spread(text: str) -> tuple[int, int]:
-    total, _, users = text.partition("/")
-    return int(total), int(users or 1)
+def parse_counts(text: str, option: str) -> list[int]:
+    """``--scale`` and ``--neighbours``: positive whole numbers, comma-separated ("" for
+    none)."""
+    wanted = f"{option} wants positive whole numbers, comma-separated: {text!r}"
+    try:
+        counts = [int(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        raise ValueError(wanted) from None
+    if any(count < 1 for count in counts):
+        raise ValueError(wanted)
+    return counts
+
+
+def parse_spread(text: str) -> tuple[int, int] | None:
+    """``--spread``: ``TOTAL/USERS`` (memories in all, over that many users), or "" for none."""
+    if not text.strip():
+        return None
+    wanted = f"--spread wants TOTAL/USERS with 1 <= USERS <= TOTAL, or '': {text!r}"
+    total_text, _, users_text = text.partition("/")
+    try:
+        total, users = int(total_text), int(users_text or 1)
+    except ValueError:
+        raise ValueError(wanted) from None
+    if not 1 <= users <= total:
+        raise ValueError(wanted)
+    return total, users
 
 
 Results = dict[tuple[int, int], dict[str, dict[str, float]]]
 
 
 async def scale(args: argparse.Namespace, directory: Path) -> tuple[list[list[Any]], Results]:
-    shapes = [(1, int(size)) for size in args.scale.split(",") if size]
-    if args.spread:
-        total, users = parse_spread(args.spread)
+    shapes = [(1, size) for size in args.scale_sizes]
+    if args.spread_shape is not None:
+        total, users = args.spread_shape
         shapes.append((users, total // users))
     keep = Path(args.keep) if args.keep else None
     if keep is not None:
@@ -548,6 +571,12 @@ async def main(argv: Sequence[str] | None = None) -> int:
     parts = {part.strip() for part in args.parts.split(",") if part.strip()}
     if unknown := parts - {"side", "noise", "scale"}:
         parser.error(f"unknown parts: {', '.join(sorted(unknown))}")
+    try:
+        args.scale_sizes = parse_counts(args.scale, "--scale")
+        args.neighbour_counts = parse_counts(args.neighbours, "--neighbours")
+        args.spread_shape = parse_spread(args.spread)
+    except ValueError as exc:
+        parser.error(str(exc))
     if args.rebuild and args.keep:
         for kept in Path(args.keep).glob("scale-v*.db*"):
             kept.unlink()
@@ -573,7 +602,7 @@ async def main(argv: Sequence[str] | None = None) -> int:
                 "",
             ]
         if "noise" in parts:
-            neighbours = [int(n) for n in args.neighbours.split(",") if n]
+            neighbours = args.neighbour_counts
             rows = await noisy_neighbour(directory, args.url, neighbours, args.repeat)
             report["noise"] = rows
             out += [
