@@ -570,7 +570,10 @@ _COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
 def _add_data_commands(sub: Any) -> None:
     common = _Parser(add_help=False)
     common.add_argument(
-        "--backend", help="null, sqlite or a database URL (default: ASYNCMEM_URL or the file)"
+        "--backend",
+        "--url",
+        dest="backend",
+        help="null, sqlite or a database URL (default: ASYNCMEM_URL or the file)",
     )
     common.add_argument("--json", action="store_true", help="print the result as JSON")
 
@@ -633,7 +636,7 @@ def _add_data_commands(sub: Any) -> None:
     )
 
     mcp = sub.add_parser("mcp", help="serve the memory tool to MCP clients over stdio")
-    mcp.add_argument("--backend", help="null, sqlite or a database URL")
+    mcp.add_argument("--backend", "--url", dest="backend", help="null, sqlite or a database URL")
     mcp.add_argument(
         "--user", type=_id, help="serve only this user's memories (user_id is then implied)"
     )
@@ -647,11 +650,16 @@ def _parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
 
     info = sub.add_parser("info", help="show the configured backend and versions")
-    info.add_argument("--backend", help="null, sqlite or a database URL")
+    info.add_argument("--backend", "--url", dest="backend", help="null, sqlite or a database URL")
     info.add_argument("--json", action="store_true", help="JSON output (the default)")
 
     demo = sub.add_parser("demo", help="store a few memories in a scratch store and query them")
-    demo.add_argument("--backend", help="null or a database URL (default: a temporary file)")
+    demo.add_argument(
+        "--backend",
+        "--url",
+        dest="backend",
+        help="null or a database URL (default: a temporary file)",
+    )
 
     ev = sub.add_parser("eval", help="compare backends: latency, relevance, privacy, score")
     ev.add_argument(

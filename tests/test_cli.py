@@ -125,6 +125,20 @@ def test_asyncmem_url_chooses_the_store(
     assert info["url"].endswith("memory.db")
 
 
+def test_url_and_backend_name_the_same_store_on_every_command(
+    capsys: pytest.CaptureFixture[str], url: str
+) -> None:
+    """``db`` takes ``--url``; the data commands, ``info`` and ``demo`` take it too, as the
+    same option as ``--backend``."""
+    assert run(capsys, "db", "upgrade", "--backend", url)[0] == 0
+    assert run(capsys, "store", "dan", "k", "kept by --url", "--url", url)[0] == 0
+    assert run(capsys, "get", "dan", "k", "--backend", url)[1:] == ("kept by --url\n", "")
+    assert run(capsys, "list", "dan", "--url", url)[1] == "k\n"
+    assert json.loads(run(capsys, "info", "--url", url)[1])["url"].endswith("memory.db")
+    assert run(capsys, "delete", "dan", "k", "--url", url)[0] == 0
+    assert keys(url, "dan") == []
+
+
 def test_value_and_metadata_from_the_command_line_and_stdin(
     capsys: pytest.CaptureFixture[str], url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
