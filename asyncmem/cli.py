@@ -567,14 +567,14 @@ _COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
 # --- the parser -------------------------------------------------------------------------------
 
 
+def _add_backend(parser: argparse.ArgumentParser, help: str) -> None:
+    """The store a command works on: ``--backend``, or ``--url`` as on ``db``."""
+    parser.add_argument("--backend", "--url", dest="backend", help=help)
+
+
 def _add_data_commands(sub: Any) -> None:
     common = _Parser(add_help=False)
-    common.add_argument(
-        "--backend",
-        "--url",
-        dest="backend",
-        help="null, sqlite or a database URL (default: ASYNCMEM_URL or the file)",
-    )
+    _add_backend(common, "null, sqlite or a database URL (default: ASYNCMEM_URL or the file)")
     common.add_argument("--json", action="store_true", help="print the result as JSON")
 
     def command(name: str, help: str) -> argparse.ArgumentParser:
@@ -636,7 +636,7 @@ def _add_data_commands(sub: Any) -> None:
     )
 
     mcp = sub.add_parser("mcp", help="serve the memory tool to MCP clients over stdio")
-    mcp.add_argument("--backend", "--url", dest="backend", help="null, sqlite or a database URL")
+    _add_backend(mcp, "null, sqlite or a database URL")
     mcp.add_argument(
         "--user", type=_id, help="serve only this user's memories (user_id is then implied)"
     )
@@ -650,16 +650,11 @@ def _parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
 
     info = sub.add_parser("info", help="show the configured backend and versions")
-    info.add_argument("--backend", "--url", dest="backend", help="null, sqlite or a database URL")
+    _add_backend(info, "null, sqlite or a database URL")
     info.add_argument("--json", action="store_true", help="JSON output (the default)")
 
     demo = sub.add_parser("demo", help="store a few memories in a scratch store and query them")
-    demo.add_argument(
-        "--backend",
-        "--url",
-        dest="backend",
-        help="null or a database URL (default: a temporary file)",
-    )
+    _add_backend(demo, "null or a database URL (default: a temporary file)")
 
     ev = sub.add_parser("eval", help="compare backends: latency, relevance, privacy, score")
     ev.add_argument(

@@ -6,6 +6,7 @@ of the ratios; a PostgreSQL URL gets a schema (or a database) of its own, droppe
 
 from __future__ import annotations
 
+import argparse
 import importlib
 import os
 import tempfile
@@ -90,6 +91,17 @@ async def scratch_store(
         SQLBackend(url, schema=schema, auto_migrate=True, **options) as backend,
     ):
         yield backend
+
+
+def positive(text: str) -> int:
+    """An argparse type: a whole number of at least 1."""
+    try:
+        number = int(text)
+    except ValueError:
+        number = 0
+    if number < 1:
+        raise argparse.ArgumentTypeError(f"wants a whole number of at least 1: {text!r}")
+    return number
 
 
 def pct(samples_ns: Sequence[int], q: float) -> float:

@@ -55,6 +55,7 @@ from benchmarks.harness import (
     ms,
     pct,
     pg_execute,
+    positive,
     ratio,
     scratch_dir,
     scratch_store,
@@ -416,14 +417,12 @@ async def pg_scale_row(
 def parse_counts(text: str, option: str) -> list[int]:
     """``--scale`` and ``--neighbours``: positive whole numbers, comma-separated ("" for
     none)."""
-    wanted = f"{option} wants positive whole numbers, comma-separated: {text!r}"
     try:
-        counts = [int(part) for part in text.split(",") if part.strip()]
-    except ValueError:
-        raise ValueError(wanted) from None
-    if any(count < 1 for count in counts):
-        raise ValueError(wanted)
-    return counts
+        return [positive(part) for part in text.split(",") if part.strip()]
+    except argparse.ArgumentTypeError:
+        raise ValueError(
+            f"{option} wants positive whole numbers, comma-separated: {text!r}"
+        ) from None
 
 
 def parse_spread(text: str) -> tuple[int, int] | None:

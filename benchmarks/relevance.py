@@ -46,6 +46,7 @@ from asyncmem import MemoryBackend, SQLBackend
 from asyncmem.sql import search, statements
 from asyncmem.sql.engine import make_engine, normalize_url
 from asyncmem.sql.search import fts5_expression, query_terms
+from benchmarks.harness import positive
 
 KS = (1, 5, 10)
 CONVERSATION_KEYS = ("session", "speaker", "date")
@@ -342,17 +343,6 @@ def table(name: str, run: Run) -> str:
             f"{r['recall@1']:.3f} | {r['recall@5']:.3f} | {r['mrr@10']:.3f} |"
         )
     return "\n".join(lines)
-
-
-def positive(text: str) -> int:
-    """An argparse type: a whole number of at least 1."""
-    try:
-        number = int(text)
-    except ValueError:
-        number = 0
-    if number < 1:
-        raise argparse.ArgumentTypeError(f"wants a whole number of at least 1: {text!r}")
-    return number
 
 
 async def main(argv: Sequence[str] | None = None) -> int:

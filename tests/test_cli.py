@@ -128,8 +128,8 @@ def test_asyncmem_url_chooses_the_store(
 def test_url_and_backend_name_the_same_store_on_every_command(
     capsys: pytest.CaptureFixture[str], url: str
 ) -> None:
-    """``db`` takes ``--url``; the data commands, ``info`` and ``demo`` take it too, as the
-    same option as ``--backend``."""
+    """``db`` takes ``--url``; the data commands and ``info`` take it too, as the same
+    option as ``--backend`` (``db`` takes ``--backend`` as well)."""
     assert run(capsys, "db", "upgrade", "--backend", url)[0] == 0
     assert run(capsys, "store", "dan", "k", "kept by --url", "--url", url)[0] == 0
     assert run(capsys, "get", "dan", "k", "--backend", url)[1:] == ("kept by --url\n", "")
