@@ -20,6 +20,7 @@ from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from pathlib import Path
 
 from asyncmem import MemoryBackend, NullBackend, SQLBackend
+from asyncmem.sql.drivers import SQLiteDriver
 from tests import templates
 
 BackendFactory = Callable[[Path], AbstractAsyncContextManager[MemoryBackend]]
@@ -32,6 +33,13 @@ PG_ENABLED = PG_URL.lower() not in {"", "off", "0", "no"}
 async def null_backend(tmp_path: Path) -> AsyncIterator[MemoryBackend]:
     async with NullBackend() as backend:
         yield backend
+
+
+def sqlite_driver(backend: SQLBackend) -> SQLiteDriver:
+    """The SQLite driver under ``backend``, for tests that reach below the store on purpose."""
+    driver = backend._driver
+    assert isinstance(driver, SQLiteDriver)
+    return driver
 
 
 async def sqlite_at_head(path: Path) -> None:

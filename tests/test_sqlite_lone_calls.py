@@ -21,7 +21,7 @@ import pytest
 from asyncmem import SchemaError, SQLBackend
 from asyncmem.sql import drivers
 from asyncmem.sql.compiled import SQL
-from asyncmem.sql.drivers import SQLiteDriver
+from tests.backends import sqlite_driver
 
 
 class Fault(Exception):
@@ -34,16 +34,10 @@ async def store(tmp_path: Path) -> AsyncIterator[SQLBackend]:
         yield backend
 
 
-def _writer(backend: SQLBackend) -> SQLiteDriver:
-    driver = backend._driver
-    assert isinstance(driver, SQLiteDriver)
-    return driver
-
-
 async def _traced(backend: SQLBackend) -> list[str]:
     """Every statement the writer connection runs from now on (SQLite's trace)."""
     seen: list[str] = []
-    writer = _writer(backend).writer
+    writer = sqlite_driver(backend).writer
     connection = writer._connection
     assert connection is not None
     await writer._execute(connection.set_trace_callback, seen.append)  # type: ignore[no-untyped-call]
@@ -51,7 +45,7 @@ async def _traced(backend: SQLBackend) -> list[str]:
 
 
 async def _in_transaction(backend: SQLBackend) -> bool:
-    writer = _writer(backend).writer
+    writer = sqlite_driver(backend).writer
     connection = writer._connection
     assert connection is not None
     found: bool = await writer._execute(lambda: connection.in_transaction)  # type: ignore[no-untyped-call]
@@ -120,7 +114,7 @@ async def test_concurrent_writes_share_a_trip_and_commit_one_by_one(
 
 async def test_a_lone_write_that_fails_changes_nothing(store: SQLBackend) -> None:
     await store.store("alice", "k", "before")
-    driver = _writer(store)
+    driver = sqlite_driver(store)
 
     def hook(sql: SQL) -> None:
         if sql.text.startswith("INSERT"):
@@ -138,7 +132,7 @@ async def test_a_lone_write_that_fails_changes_nothing(store: SQLBackend) -> Non
 
 async def test_a_lone_write_sqlite_refuses_leaves_no_transaction(store: SQLBackend) -> None:
     """A statement that fails inside SQLite (here: a constraint) is rolled back by SQLite."""
-    driver = _writer(store)
+    driver = sqlite_driver(store)
     bad = SQL("INSERT INTO memories (id, user_id) VALUES (1, NULL)", (), {})
     with pytest.raises(sqlite3.IntegrityError):
         await driver.fetch(bad, (), write=True)
@@ -148,7 +142,7 @@ async def test_a_lone_write_sqlite_refuses_leaves_no_transaction(store: SQLBacke
 
 
 async def test_errors_still_translate(store: SQLBackend) -> None:
-    driver = _writer(store)
+    driver = sqlite_driver(store)
     missing = SQL("DELETE FROM no_such_table RETURNING 1", (), {})
     with pytest.raises(SchemaError):
         await store._fetch("delete", missing, (), write=True)

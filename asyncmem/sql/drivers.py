@@ -296,6 +296,10 @@ class Driver(Protocol):
         """Run one statement; return its rows."""
         ...
 
+    async def lookup(self, sql: SQL, args: Sequence[Any]) -> list[Row]:
+        """Run one reading statement that finds at most one row by a unique index."""
+        ...
+
     async def execute(self, sql: SQL, args: Sequence[Any]) -> int:
         """Run one writing statement; return how many rows it changed."""
         ...
@@ -329,6 +333,9 @@ class SQLiteDriver:
         self._write_batcher: _Batcher | None = None
         self._read_batchers: list[_Batcher] = []
         self._next_batcher: Iterator[_Batcher] = iter(())
+        self._lookups: sqlite3.Connection | None = None
+        self._arriving = 0
+        self._together = False
 
     async def _connect(self) -> aiosqlite.Connection:
         target = ":memory:" if self._path is None else self._path
@@ -366,6 +373,21 @@ class SQLiteDriver:
                 if found is not None:
                     self._read_batchers.append(_Batcher(*found, self, transactional=False))
             self._next_batcher = itertools.cycle(self._read_batchers)
+            if self._path is not None and self._readers:
+                await self._open_lookups(self._readers[0], self._path)
+
+    async def _open_lookups(self, reader: aiosqlite.Connection, path: Path) -> None:
+        """Open :meth:`lookup`'s connection in a reader's thread; one that an opening
+        cancelled meanwhile leaves unclaimed is closed when it is ready."""
+        found = _inline_runner(reader)
+        if found is None:
+            return
+        opening = asyncio.ensure_future(found[0](_lookup_connection, path, self._busy_ms / 1000))
+        try:
+            self._lookups = await asyncio.shield(opening)
+        except asyncio.CancelledError:
+            opening.add_done_callback(_close_unclaimed)
+            raise
 
     async def _wait_for_locks_here(self, writer: aiosqlite.Connection) -> None:
         """Turn the writer's busy handler off: it waits for the write lock in
@@ -410,8 +432,12 @@ class SQLiteDriver:
         the ``-wal`` file; connections closing at once can each see the other still open and
         leave the WAL behind (9 of 200 closes did), so the file is not whole on its own.
         """
-        writer, readers = self._writer, self._readers
-        self._writer, self._readers = None, []
+        writer, readers, lookups = self._writer, self._readers, self._lookups
+        self._writer, self._readers, self._lookups = None, [], None
+        if lookups is not None:
+            # First, while the others are open: the last connection to close checkpoints.
+            with contextlib.suppress(Exception):
+                lookups.close()
         closed = BackendClosedError("the SQL store was closed before this call ran")
         for batcher in [*self._read_batchers, self._write_batcher]:
             if batcher is not None:
@@ -438,6 +464,37 @@ class SQLiteDriver:
             return found
         self._before(sql)
         return list(await next(self._next_reader).execute_fetchall(sql.text, args))
+
+    async def lookup(self, sql: SQL, args: Sequence[Any]) -> list[Row]:
+        """Find one row by a unique index.
+
+        First the other tasks run, and the lookups called at the same moment arrive. A
+        lookup that came alone runs on the event loop's own thread (see
+        :func:`_lookup_connection`); lookups that came together go to the readers as one
+        batch (one trip to a thread for all, the SQL off the loop), and so does a lone one
+        that SQLite would make wait.
+        """
+        connection = self._lookups
+        if connection is None:
+            return await self.fetch(sql, args)
+        self._arriving += 1
+        try:
+            await asyncio.sleep(0)
+        finally:
+            self._arriving -= 1
+            together = self._together = self._together or self._arriving > 0
+            if not self._arriving:
+                self._together = False
+        if together or self._lookups is None:
+            return await self.fetch(sql, args)
+        try:
+            self._before(sql)
+            rows: list[Row] = connection.execute(sql.text, args).fetchall()
+        except sqlite3.OperationalError as exc:
+            if not _busy(exc):
+                raise
+            return await self.fetch(sql, args)
+        return rows
 
     async def execute(self, sql: SQL, args: Sequence[Any]) -> int:
         self._before(sql)
@@ -506,6 +563,39 @@ class SQLiteDriver:
                 return await body(transaction)
         result: _T = await self._write_batcher.submit(body)
         return result
+
+
+def _lookup_connection(path: Path, busy_timeout: float) -> sqlite3.Connection:
+    """A read-only connection for :meth:`SQLiteDriver.lookup`, used on the event loop's thread.
+
+    A lookup by a unique index reads a few cached pages in ~15 µs, and a trip to a worker
+    thread costs more than that, on the event loop's thread too. 30,000 retrieves in a row
+    (``benchmarks/lookups.py``, tmpfs, 2 cores): p50 0.032 ms here against 0.075 ms through
+    the reader's thread and 0.060 ms for a hand-written aiosqlite store; the loop thread's
+    CPU a call 33.9 µs against 47.3 and 40.2 µs. SQLite's busy handler is off once it is
+    open: a read that would have to wait is handed to a reader instead, so this one never
+    sleeps. A file on slow storage whose pages are not cached still blocks the loop for its
+    reads.
+    """
+    connection = sqlite3.connect(
+        path, timeout=busy_timeout, isolation_level=None, check_same_thread=False
+    )
+    try:
+        connection.row_factory = sqlite3.Row
+        connection.execute("PRAGMA query_only = ON")
+        # The schema is read here, in the thread that opens, not by the first lookup (~1 ms),
+        # waiting for a store that is opening the same new file.
+        connection.execute("SELECT 1 FROM sqlite_master LIMIT 0").fetchall()
+        connection.execute("PRAGMA busy_timeout = 0")
+    except BaseException:
+        connection.close()
+        raise
+    return connection
+
+
+def _close_unclaimed(opening: asyncio.Future[sqlite3.Connection]) -> None:
+    if not opening.cancelled() and opening.exception() is None:
+        opening.result().close()
 
 
 def _inline_runner(
@@ -1029,6 +1119,9 @@ class PostgresDriver:
     async def fetch(self, sql: SQL, args: Sequence[Any], *, write: bool = False) -> list[Row]:
         rows: list[Row] = await self._run("fetch", sql, args)
         return rows
+
+    async def lookup(self, sql: SQL, args: Sequence[Any]) -> list[Row]:
+        return await self.fetch(sql, args)
 
     async def fetch_together(
         self, sql: SQL, many: SQL, args: Sequence[Any], *, pack: Pack | None = None

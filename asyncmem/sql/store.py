@@ -181,7 +181,9 @@ class SQLBackend(BackendBase):
     (:mod:`asyncmem.sql.conversations`): a call that raised changed nothing. Concurrent calls
     are answered in batches, one trip to the writer's thread per batch and a transaction per
     write; writers in other processes wait up to ``busy_timeout`` seconds. ``readers`` connections
-    serve reads next to the writer.
+    serve reads next to the writer. A :meth:`retrieve` that comes alone is one lookup by key
+    on the event loop's own thread, cheaper there than the trip to a reader's thread;
+    retrieves that come together go to a reader as one batch.
 
     ``max_versions`` is how many versions of a memory :meth:`history` keeps, the current one
     included (default 10). It is kept in the database, because the triggers that keep the
@@ -490,7 +492,7 @@ class SQLBackend(BackendBase):
         sql, many = self._sql.retrieve, self._sql.retrieve_many
         args = sql.args(user_id=user_id, key=key, now=time.time())
         if many is None:
-            rows = await self._fetch("retrieve", sql, args)
+            rows = await self._run("retrieve", lambda driver: driver.lookup(sql, args))
         else:  # PostgreSQL: concurrent retrieves share a statement when the pool is busy
             rows = await self._fetch_together("retrieve", sql, many, args)
         return _entry(rows[0]) if rows else None
