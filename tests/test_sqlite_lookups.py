@@ -1,5 +1,6 @@
-"""SQLite: a retrieve that comes alone runs on the event loop's thread; retrieves that come
-together go to the readers' thread as one batch; one that SQLite would make wait goes there too.
+"""SQLite: a retrieve that comes alone, while no batch is at work, runs on the event loop's
+thread; retrieves that come together go to the readers' thread as one batch, and so do those
+that come while a batch is at work and one that SQLite would make wait.
 
 A trip to a worker thread costs the event loop more than the lookup itself (see
 ``asyncmem.sql.drivers._lookup_connection``), so a lone lookup skips it; the loop still lets
@@ -80,6 +81,18 @@ async def test_retrieves_called_together_run_in_the_readers_thread(store: SQLBac
     ]
     assert len(threads) == 50
     assert threading.get_ident() not in threads
+
+
+async def test_a_retrieve_while_a_write_is_at_work_goes_to_a_reader(store: SQLBackend) -> None:
+    threads = await _threads_of_retrieves(store)
+    writing = asyncio.ensure_future(store.store("alice", "new", "value new"))
+    await asyncio.sleep(0)  # the store's trip to the writer's thread has begun
+    entry = await store.retrieve("alice", "k3")
+    await writing
+    assert entry is not None
+    assert entry.value == "value 3"
+    assert len(threads) == 1
+    assert threads[0] != threading.get_ident()
 
 
 async def test_a_lookup_that_sqlite_would_make_wait_goes_to_a_reader(store: SQLBackend) -> None:

@@ -469,13 +469,15 @@ class SQLiteDriver:
         """Find one row by a unique index.
 
         First the other tasks run, and the lookups called at the same moment arrive. A
-        lookup that came alone runs on the event loop's own thread (see
-        :func:`_lookup_connection`); lookups that came together go to the readers as one
-        batch (one trip to a thread for all, the SQL off the loop), and so does a lone one
-        that SQLite would make wait.
+        lookup that came alone while no batch is running or waiting runs on the event loop's
+        own thread (see :func:`_lookup_connection`). Lookups that came together, and any
+        while batches are at work, go to the readers' next batch: under many tasks that is
+        cheaper for the loop than a lookup of its own (one trip to a thread for all, the SQL
+        off the loop), and the loop stays free to start the writer's next batch. So does a
+        lone lookup that SQLite would make wait.
         """
         connection = self._lookups
-        if connection is None:
+        if connection is None or self._batching():
             return await self.fetch(sql, args)
         self._arriving += 1
         try:
@@ -485,7 +487,7 @@ class SQLiteDriver:
             together = self._together = self._together or self._arriving > 0
             if not self._arriving:
                 self._together = False
-        if together or self._lookups is None:
+        if together or self._lookups is None or self._batching():
             return await self.fetch(sql, args)
         try:
             self._before(sql)
@@ -495,6 +497,13 @@ class SQLiteDriver:
                 raise
             return await self.fetch(sql, args)
         return rows
+
+    def _batching(self) -> bool:
+        """Whether a batch of this store's calls is running or waiting for one."""
+        writer = self._write_batcher
+        return (writer is not None and writer.active) or any(
+            batcher.active for batcher in self._read_batchers
+        )
 
     async def execute(self, sql: SQL, args: Sequence[Any]) -> int:
         self._before(sql)
@@ -821,6 +830,11 @@ class _Batcher:
         self._drainer: asyncio.Task[None] | None = None
         self._busy = False
         self._check = driver._check_file
+
+    @property
+    def active(self) -> bool:
+        """Whether a batch is running or calls are waiting for one."""
+        return self._busy or self._drainer is not None
 
     async def submit(self, body: Job) -> Any:
         if self._drainer is None and not self._busy:
