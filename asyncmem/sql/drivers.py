@@ -317,6 +317,8 @@ class SQLiteDriver:
     SQLite's busy handler.
     :meth:`transaction` (the path when aiosqlite's private API is missing) holds the writer
     from ``BEGIN IMMEDIATE`` to ``COMMIT``, so no other write of this process lands inside it.
+    :meth:`lookup` answers a lookup by key that comes alone, while no batch is at work, on
+    the event loop's own thread, from a read-only connection of its own.
     """
 
     def __init__(self, path: Path | None, *, busy_timeout: float, readers: int) -> None:
