@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from asyncmem import BackendUnavailableError, SQLBackend
+from asyncmem import BackendClosedError, BackendUnavailableError, SQLBackend
 from asyncmem.sql.compiled import SQL
 from tests.backends import sqlite_driver
 
@@ -138,6 +138,17 @@ async def test_other_errors_of_a_lookup_are_not_retried(store: SQLBackend) -> No
         driver.fault_hook = None
     assert len(calls) == 1
     assert (await store.retrieve("alice", "k7")) is not None
+
+
+async def test_a_retrieve_that_a_close_overtakes_is_a_closed_error(tmp_path: Path) -> None:
+    backend = SQLBackend(f"sqlite:///{tmp_path / 'memory.db'}")
+    await backend.open()
+    await backend.store("alice", "pet", "a grey cat")
+    retrieving = asyncio.ensure_future(backend.retrieve("alice", "pet"))
+    await asyncio.sleep(0)  # the retrieve waits in the lookup's yield
+    await backend.aclose()
+    with pytest.raises(BackendClosedError, match="closed before this call ran"):
+        await retrieving
 
 
 async def test_closing_closes_the_lookup_connection(tmp_path: Path) -> None:

@@ -489,7 +489,9 @@ class SQLiteDriver:
             together = self._together = self._together or self._arriving > 0
             if not self._arriving:
                 self._together = False
-        if together or self._lookups is None or self._batching():
+        if self._lookups is None:
+            raise BackendClosedError("the SQL store was closed before this call ran")
+        if together or self._batching():
             return await self.fetch(sql, args)
         try:
             self._before(sql)
