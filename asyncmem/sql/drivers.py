@@ -375,16 +375,14 @@ class SQLiteDriver:
                 if found is not None:
                     self._read_batchers.append(_Batcher(*found, self, transactional=False))
             self._next_batcher = itertools.cycle(self._read_batchers)
-            if self._path is not None and self._readers:
-                await self._open_lookups(self._readers[0], self._path)
+            if self._path is not None and self._read_batchers:
+                await self._open_lookups(self._read_batchers[0]._run, self._path)
 
-    async def _open_lookups(self, reader: aiosqlite.Connection, path: Path) -> None:
-        """Open :meth:`lookup`'s connection in a reader's thread; one that an opening
-        cancelled meanwhile leaves unclaimed is closed when it is ready."""
-        found = _inline_runner(reader)
-        if found is None:
-            return
-        opening = asyncio.ensure_future(found[0](_lookup_connection, path, self._busy_ms / 1000))
+    async def _open_lookups(self, run: Callable[..., Awaitable[Any]], path: Path) -> None:
+        """Open :meth:`lookup`'s connection in a reader's thread (``run``, from
+        :func:`_inline_runner`); one that an opening cancelled meanwhile leaves unclaimed
+        is closed when it is ready."""
+        opening = asyncio.ensure_future(run(_lookup_connection, path, self._busy_ms / 1000))
         try:
             self._lookups = await asyncio.shield(opening)
         except asyncio.CancelledError:
