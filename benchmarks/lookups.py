@@ -60,7 +60,7 @@ async def main(argv: list[str] | None = None) -> int:
             ):
                 driver = via_reader._driver
                 assert isinstance(driver, SQLiteDriver)
-                lookups, driver._lookups = driver._lookups, None
+                lookups, driver._loop = driver._loop, None
                 assert lookups is not None
                 lookups.close()
                 for i in range(KEYS):

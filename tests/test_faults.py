@@ -92,6 +92,8 @@ async def on_sqlite_connections(backend: SQLBackend, pragma: str) -> None:
     driver = backend._driver
     for connection in (driver.writer, *driver._readers):  # type: ignore[attr-defined]
         await connection.execute_fetchall(pragma)
+    if driver._loop is not None:  # type: ignore[attr-defined]
+        driver._loop.execute(pragma).fetchall()  # type: ignore[attr-defined]
 
 
 async def _fill_until_full(backend: SQLBackend, kept: dict[str, MemoryEntry]) -> AsyncmemError:

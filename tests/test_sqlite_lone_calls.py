@@ -35,12 +35,16 @@ async def store(tmp_path: Path) -> AsyncIterator[SQLBackend]:
 
 
 async def _traced(backend: SQLBackend) -> list[str]:
-    """Every statement the writer connection runs from now on (SQLite's trace)."""
+    """Every statement the writer connection and the loop's connection run from now on
+    (SQLite's trace); a lone write runs on the loop's."""
     seen: list[str] = []
-    writer = sqlite_driver(backend).writer
+    driver = sqlite_driver(backend)
+    writer = driver.writer
     connection = writer._connection
     assert connection is not None
     await writer._execute(connection.set_trace_callback, seen.append)  # type: ignore[no-untyped-call]
+    assert driver._loop is not None
+    driver._loop.set_trace_callback(seen.append)
     return seen
 
 
