@@ -48,12 +48,20 @@ async def _traced(backend: SQLBackend) -> list[str]:
     return seen
 
 
+def _without_reads(seen: list[str]) -> list[str]:
+    """The statements but reads (a write on the loop first asks whether it is heavy)."""
+    return [statement for statement in seen if not statement.startswith("SELECT")]
+
+
 async def _in_transaction(backend: SQLBackend) -> bool:
-    writer = sqlite_driver(backend).writer
+    """Whether the writer connection or the loop's is left inside a transaction."""
+    driver = sqlite_driver(backend)
+    writer = driver.writer
     connection = writer._connection
     assert connection is not None
     found: bool = await writer._execute(lambda: connection.in_transaction)  # type: ignore[no-untyped-call]
-    return found
+    assert driver._loop is not None
+    return found or driver._loop.in_transaction
 
 
 async def test_a_lone_plain_write_is_one_statement(store: SQLBackend) -> None:
@@ -68,8 +76,9 @@ async def test_a_lone_plain_write_is_one_statement(store: SQLBackend) -> None:
 async def test_a_turn_still_runs_in_begin_immediate(store: SQLBackend) -> None:
     seen = await _traced(store)
     await store.store("alice", "t1", "a turn", {"session": "s"})
-    assert seen[0] == "BEGIN IMMEDIATE"
-    assert seen[-1] == "COMMIT"
+    written = _without_reads(seen)
+    assert written[0] == "BEGIN IMMEDIATE"
+    assert written[-1] == "COMMIT"
 
 
 async def test_concurrent_writes_share_a_trip_and_commit_one_by_one(
@@ -132,6 +141,30 @@ async def test_a_lone_write_that_fails_changes_nothing(store: SQLBackend) -> Non
     entry = await store.retrieve("alice", "k")
     assert entry is not None
     assert entry.value == "before"
+
+
+async def test_a_lone_turn_that_fails_changes_nothing(store: SQLBackend) -> None:
+    """A turn's store on the loop's connection is rolled back whole, like in the writer's."""
+    for i in range(3):
+        await store.store("alice", f"t{i}", f"turn {i} about the lake", {"session": "s"})
+    driver = sqlite_driver(store)
+    seen = await _traced(store)
+
+    def hook(sql: SQL) -> None:
+        if sql.text.startswith("UPDATE memories"):  # the neighbours' upkeep, after the upsert
+            raise Fault("after the upsert")
+
+    driver.fault_hook = hook
+    with pytest.raises(Fault):
+        await store.store("alice", "t3", "turn 3 about the boat", {"session": "s"})
+    driver.fault_hook = None
+    trail = _without_reads(seen)
+    assert trail[0] == "BEGIN IMMEDIATE"
+    assert trail[-1] == "ROLLBACK"
+    assert any(s.startswith("INSERT INTO memories ") for s in trail)
+    assert not await _in_transaction(store)
+    assert await store.retrieve("alice", "t3") is None
+    assert [e.key for e in await store.query("alice", "boat")] == []
 
 
 async def test_a_lone_write_sqlite_refuses_leaves_no_transaction(store: SQLBackend) -> None:

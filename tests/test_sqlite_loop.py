@@ -11,6 +11,7 @@ other tasks run before each one.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import sqlite3
 import threading
 from collections.abc import AsyncIterator, Callable
@@ -21,6 +22,8 @@ import pytest
 from asyncmem import BackendClosedError, BackendUnavailableError, SQLBackend
 from asyncmem.sql.compiled import SQL
 from asyncmem.sql.drivers import _LOOP_WRITE_CHARS, _LOOP_WRITES_PER_CHECKPOINT
+from asyncmem.sql.search import CONTEXT_AFTER, CONTEXT_BEFORE
+from asyncmem.sql.terms import MERGE_AFTER
 from tests.backends import sqlite_driver
 
 
@@ -186,12 +189,28 @@ async def test_lone_stores_and_deletes_run_on_the_loop(store: SQLBackend) -> Non
     here = threading.get_ident()
     assert len(threads) == 300
     on_loop = threads.on(here)
-    # One in LOOP_WRITES_PER_CHECKPOINT + 1 goes through the writer, whose commit checkpoints.
-    assert on_loop >= 300 * _LOOP_WRITES_PER_CHECKPOINT // (_LOOP_WRITES_PER_CHECKPOINT + 1)
+    # Through the writer: one in LOOP_WRITES_PER_CHECKPOINT + 1, whose commit checkpoints,
+    # and the stores that may merge postings, the last reach + 1 of each MERGE_AFTER.
+    reach = 1 + CONTEXT_BEFORE + CONTEXT_AFTER
+    merging = reach * (200 // (MERGE_AFTER - reach) + 1)
+    assert on_loop >= 300 - 300 // (_LOOP_WRITES_PER_CHECKPOINT + 1) - 1 - merging
     assert on_loop < 300
     assert [key for key in await store.list_keys("alice") if key.startswith("new")] == [
         f"new{i}" for i in range(199, 99, -1)
     ]
+
+
+async def test_a_lone_turn_runs_on_the_loop(store: SQLBackend) -> None:
+    sqlite_driver(store)._loop_writes = 0
+    threads = await _threads_of_writes(store)
+    for i in range(5):
+        await store.store("alice", f"t{i}", f"turn {i} about the lake", {"session": "s"})
+    assert await store.delete("alice", "t2")
+    assert len(threads) == 7  # the delete tries the plain statement first
+    assert threads.on(threading.get_ident()) == 7
+    found = [e.key for e in await store.query("alice", "turn 2 lake")]
+    assert "t2" not in found
+    assert {"t1", "t3"} <= set(found)
 
 
 async def test_writes_called_together_run_in_the_writers_thread(store: SQLBackend) -> None:
@@ -287,3 +306,39 @@ async def test_the_wal_stays_bounded_under_lone_writes(tmp_path: Path) -> None:
     # SQLite's automatic checkpoint keeps the WAL near 1,000 pages; with no checkpoint it
     # would hold every one of the 3,000 writes' pages.
     assert wal < 1500 * 4096
+
+
+async def test_the_merge_threshold_is_the_schemas(store: SQLBackend, tmp_path: Path) -> None:
+    with contextlib.closing(sqlite3.connect(tmp_path / "memory.db")) as connection:
+        ((trigger,),) = connection.execute(
+            "SELECT sql FROM sqlite_master WHERE name = 'search_users_merge'"
+        ).fetchall()
+    assert f"WHEN new.recent >= {MERGE_AFTER} BEGIN" in trigger
+
+
+async def test_a_write_that_would_merge_postings_runs_in_the_writers_thread(
+    store: SQLBackend, tmp_path: Path
+) -> None:
+    """The write that moves a user's latest postings into ``search_terms`` (all 64 writes'
+    at once) runs off the loop, however small it is itself."""
+    sqlite_driver(store)._loop_writes = 0
+    threads = await _threads_of_writes(store)
+    here = threading.get_ident()
+    most = MERGE_AFTER - 1 - CONTEXT_BEFORE - CONTEXT_AFTER
+    due: list[bool] = []
+    with contextlib.closing(sqlite3.connect(tmp_path / "memory.db")) as reading:
+        for i in range(150):
+            ((recent,),) = reading.execute(
+                "SELECT recent FROM search_users WHERE user_id = 'alice'"
+            ).fetchall()
+            due.append(recent >= most)
+            before = len(threads)
+            if i % 3:
+                await store.store("alice", f"new{i}", f"value {i}")
+            else:
+                await store.store("alice", f"turn{i}", f"turn {i}", {"session": "s"})
+            assert len(threads) == before + 1
+            ran_here = list(threads.threads.values())[-1] == here
+            assert not (due[-1] and ran_here), f"write {i} merged on the loop"
+    assert sum(due) >= 4
+    assert threads.on(here) >= 150 - sum(due) - 150 // _LOOP_WRITES_PER_CHECKPOINT - 1

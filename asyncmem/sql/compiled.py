@@ -104,6 +104,7 @@ class Statements:
     retrieve_many: SQL | None
     upsert_plain_many: SQL | None
     lock_user: SQL | None
+    merge_due: SQL | None
 
 
 def as_json(statements: Statements) -> dict[str, Any]:

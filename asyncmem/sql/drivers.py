@@ -51,6 +51,7 @@ if TYPE_CHECKING:
 __all__ = [
     "Driver",
     "FaultHook",
+    "Lookup",
     "PostgresDriver",
     "Row",
     "SQLiteDriver",
@@ -94,6 +95,8 @@ _PRAGMAS = (
 )
 """Every connection's settings, the writer's, the readers' and the loop's."""
 _T = TypeVar("_T")
+Lookup = tuple[SQL, Sequence[Any]]
+"""A statement and its arguments."""
 _Waiting = tuple[Sequence[Any], "asyncio.Future[list[Row]]"]
 """A call waiting in ``PostgresDriver.fetch_together``: its arguments, and its answer."""
 
@@ -287,6 +290,8 @@ class Driver(Protocol):
         *,
         lock: SQL | None = None,
         lock_users: Collection[str] = (),
+        chars: int | None = None,
+        heavy: Lookup | None = None,
     ) -> _T:
         """Run ``body`` as one transaction, like :meth:`transaction`, and return its result.
 
@@ -295,12 +300,24 @@ class Driver(Protocol):
         parameter that takes a transaction-scoped lock, ``Statements.lock_user``), it is
         run first for each of ``lock_users``, in sorted order; on PostgreSQL in the same
         round trip as ``BEGIN``. SQLite serialises writers already and ignores both.
+        ``chars``: the characters of text ``body`` writes, when it is a small transaction
+        of a few rows (a conversation turn's store or delete) that SQLite may run on the
+        event loop's thread when it comes alone; None, never. ``heavy`` (SQLite): a statement
+        that finds a row when this write's upkeep would be heavy at the moment (a user's
+        postings due to be merged), so that it runs in the writer's thread instead.
         """
         ...
 
     async def close(self) -> None: ...
 
-    async def fetch(self, sql: SQL, args: Sequence[Any], *, write: bool = False) -> list[Row]:
+    async def fetch(
+        self,
+        sql: SQL,
+        args: Sequence[Any],
+        *,
+        write: bool = False,
+        heavy: Lookup | None = None,
+    ) -> list[Row]:
         """Run one statement; return its rows."""
         ...
 
@@ -457,16 +474,22 @@ class SQLiteDriver:
         if self.fault_hook is not None:
             self.fault_hook(sql)
 
-    async def fetch(self, sql: SQL, args: Sequence[Any], *, write: bool = False) -> list[Row]:
+    async def fetch(
+        self,
+        sql: SQL,
+        args: Sequence[Any],
+        *,
+        write: bool = False,
+        heavy: Lookup | None = None,
+    ) -> list[Row]:
         if write:
             if self._write_batcher is None:
                 return await self.atomic(lambda transaction: transaction.fetch(sql, args))
             statement = _Statement(sql, args)
-            written = await self._write_on_loop(statement)
-            if written is not None:
-                return written
-            rows: list[Row] = await self._write_batcher.submit(statement)
-            return rows
+            ran, rows = await self._write_on_loop(statement, _chars(args), heavy)
+            if not ran:
+                rows = await self._write_batcher.submit(statement)
+            return cast(list[Row], rows)
         if self._read_batchers:
             found: list[Row] = await next(self._next_batcher).submit(_Statement(sql, args))
             return found
@@ -494,11 +517,13 @@ class SQLiteDriver:
             return await self.fetch(sql, args)
         return rows
 
-    async def _write_on_loop(self, statement: _Statement) -> list[Row] | None:
-        """Run a lone write statement on the event loop's own thread, in autocommit, if it
-        came alone (see :meth:`_alone`); None when it must go to the writer instead.
+    async def _write_on_loop(self, job: Job, chars: int, heavy: Lookup | None) -> tuple[bool, Any]:
+        """Run a lone write (a statement in autocommit, or a small transaction) on the event
+        loop's own thread if it came alone (see :meth:`_alone`): ``(True, its result)``, or
+        ``(False, None)`` when it must go to the writer instead.
 
-        It goes to the writer when it is large (:data:`_LOOP_WRITE_CHARS`), when another
+        It goes to the writer when its text is over :data:`_LOOP_WRITE_CHARS`, when ``heavy``
+        finds a row (its triggers would do a lot at this moment), when another
         connection holds the write lock (SQLite refuses it before it changes anything,
         and the writer's thread waits for the lock), and once in
         :data:`_LOOP_WRITES_PER_CHECKPOINT`: the loop's connection never checkpoints, so
@@ -507,23 +532,24 @@ class SQLiteDriver:
         """
         connection = self._loop
         if connection is None or self._lock_wait is None or self._batching():
-            return None
-        if self._write_lock.locked() or _chars(statement.args) > _LOOP_WRITE_CHARS:
-            return None
+            return False, None
+        if self._write_lock.locked() or chars > _LOOP_WRITE_CHARS:
+            return False, None
         if self._loop_writes >= _LOOP_WRITES_PER_CHECKPOINT:
             self._loop_writes = 0
-            return None
+            return False, None
         if not await self._alone() or self._write_lock.locked():
-            return None
+            return False, None
         try:
-            self._check_file()
-            rows = _lone(connection, statement, self.fault_hook, None)
+            if heavy is not None and connection.execute(heavy[0].text, heavy[1]).fetchall():
+                return False, None
+            ((_, result),) = _run_batch(connection, [job], self.fault_hook, True, self._check_file)
         except sqlite3.OperationalError as exc:
-            if not _busy(exc):
+            if not _busy(exc) or connection.in_transaction:
                 raise
-            return None
+            return False, None
         self._loop_writes += 1
-        return rows
+        return True, result
 
     async def _alone(self) -> bool:
         """Let the other tasks run first, then tell whether this call came alone while no
@@ -600,9 +626,12 @@ class SQLiteDriver:
         *,
         lock: SQL | None = None,
         lock_users: Collection[str] = (),
+        chars: int | None = None,
+        heavy: Lookup | None = None,
     ) -> _T:
         """Run ``body`` as one transaction in one trip to the writer's thread (``lock`` and
-        ``lock_users`` are for PostgreSQL: one writer at a time is SQLite's own rule).
+        ``lock_users`` are for PostgreSQL: one writer at a time is SQLite's own rule), or
+        on the event loop's thread when it is small (``chars``) and came alone.
 
         Through :meth:`transaction` every statement is a trip of its own (queue, thread,
         wake the event loop), ``BEGIN`` and ``COMMIT`` included: for a conversation turn's
@@ -616,24 +645,34 @@ class SQLiteDriver:
         if self._write_batcher is None:
             async with self.transaction() as transaction:
                 return await body(transaction)
-        result: _T = await self._write_batcher.submit(body)
-        return result
+        if chars is not None:
+            ran, result = await self._write_on_loop(body, chars, heavy)
+            if ran:
+                return cast(_T, result)
+        done: _T = await self._write_batcher.submit(body)
+        return done
 
 
 def _loop_connection(path: Path, busy_timeout: float) -> sqlite3.Connection:
     """The connection of the calls that run on the event loop's own thread: lone lookups
-    (:meth:`SQLiteDriver.lookup`) and lone write statements
-    (:meth:`SQLiteDriver._write_on_loop`).
+    (:meth:`SQLiteDriver.lookup`) and lone small writes (:meth:`SQLiteDriver._write_on_loop`).
 
     A lookup by a unique index reads a few cached pages in ~15 µs, and a trip to a worker
-    thread costs more than that, on the event loop's thread too. 30,000 retrieves in a row
-    (``benchmarks/lookups.py``, tmpfs, 2 cores): p50 0.032 ms here against 0.075 ms through
-    the reader's thread and 0.060 ms for a hand-written aiosqlite store; the loop thread's
-    CPU a call 33.9 µs against 47.3 and 40.2 µs. A small write's statement takes the loop
-    ~120-160 µs (p50 of 300 stores of 100 and 1,000 characters, tmpfs; p99 ~250 µs), and
-    saves the trip: sequential stores and deletes (``benchmarks/concurrency.py --parts
-    seq``) went from 1.91-1.97× and 1.47-1.48× the hand-written floor's p50 to 1.31-1.43×
-    and 1.07-1.10×.
+    thread costs more than that, on the event loop's thread too; a small write's statement
+    costs the loop more than the trip, but the caller less. 3 × 5,000 calls in a row
+    (``benchmarks/lone_calls.py``, tmpfs, 2 cores), p50 and the loop thread's CPU a call,
+    here / through a thread / a hand-written aiosqlite store:
+
+    - retrieve: 0.036 / 0.083 / 0.066 ms; 45 / 51 / 45 µs;
+    - store (a sentence): 0.193 / 0.234 / 0.191 ms; 192 / 115 / 64 µs;
+    - delete: 0.140 / 0.214 / 0.139 ms; 148 / 81 / 46 µs.
+
+    A lone call has no other call of this store to hold up, and one that comes with others
+    goes to a thread (:meth:`SQLiteDriver._alone`). Writes on the loop stay small: their
+    text (:data:`_LOOP_WRITE_CHARS`), and their triggers' work: the write that may move a
+    user's latest postings into ``search_terms`` (every
+    :data:`~asyncmem.sql.terms.MERGE_AFTER` writes, up to 20 ms for writes of 4,000
+    characters) is asked about first (``heavy``) and goes to the writer's thread.
 
     SQLite's busy handler is off once it is open: a call that would have to wait for a lock
     is handed to a thread instead, so this one never sleeps; and it never checkpoints
@@ -666,7 +705,9 @@ _LOOP_WRITE_CHARS = 16_384
 
 A store of 16,000 characters: its statement p50 0.64 ms, p99 1.1 ms on the loop; the store's
 own Python (splitting and stemming the words) already took the loop 1.2 ms. At 64,000
-characters the statement is 2.2 ms p50."""
+characters the statement is 2.2 ms p50. (A probe timing the statement alone; stores of 4,000
+characters, ``benchmarks/lone_calls.py --calls 1000 --chars 4000``: p50 0.667 ms here
+against 0.782 ms through the writer's thread, the loop's CPU 653 against 433 µs a call.)"""
 
 _LOOP_WRITES_PER_CHECKPOINT = 32
 """Lone writes on the loop's connection between two that go through the writer's, whose
@@ -1201,7 +1242,14 @@ class PostgresDriver:
                 self._release(connection, healthy)
         raise AssertionError("unreachable")  # pragma: no cover
 
-    async def fetch(self, sql: SQL, args: Sequence[Any], *, write: bool = False) -> list[Row]:
+    async def fetch(
+        self,
+        sql: SQL,
+        args: Sequence[Any],
+        *,
+        write: bool = False,
+        heavy: Lookup | None = None,
+    ) -> list[Row]:
         rows: list[Row] = await self._run("fetch", sql, args)
         return rows
 
@@ -1366,6 +1414,8 @@ class PostgresDriver:
         *,
         lock: SQL | None = None,
         lock_users: Collection[str] = (),
+        chars: int | None = None,
+        heavy: Lookup | None = None,
     ) -> _T:
         """Run ``body`` in one transaction; ``BEGIN`` and the ``lock`` of each of
         ``lock_users`` go to the server as one simple-protocol query (one round trip

@@ -147,7 +147,7 @@ class SearchUser(Base):
     length: Mapped[int] = mapped_column(BigInteger)
     recent: Mapped[int] = mapped_column(Integer, server_default="0")
     """SQLite: memories written since the user's :class:`SearchRecent` postings were last
-    merged into :class:`SearchTerm`."""
+    merged into :class:`SearchTerm` (at :data:`asyncmem.sql.terms.MERGE_AFTER`)."""
 
 
 class SearchTerm(Base):

@@ -670,6 +670,16 @@ def statements_for(dialect_name: str) -> Statements:
             if dialect_name == "postgresql"
             else None
         ),
+        merge_due=(
+            sql(
+                select(literal_column("1")).where(
+                    SearchUser.user_id == bindparam("user_id"),
+                    SearchUser.recent >= bindparam("most", type_=Integer),
+                )
+            )
+            if dialect_name == "sqlite"
+            else None
+        ),
     )
 
 

@@ -51,6 +51,7 @@ from asyncmem.sql.compiled import (
 )
 from asyncmem.sql.drivers import (
     Driver,
+    Lookup,
     Pack,
     PostgresDriver,
     Row,
@@ -60,7 +61,7 @@ from asyncmem.sql.drivers import (
 )
 from asyncmem.sql.files import parse_url, prepare_sqlite_file
 from asyncmem.sql.search import candidate_count, query_terms, rerank, session_of
-from asyncmem.sql.terms import index_columns, question_terms
+from asyncmem.sql.terms import MERGE_AFTER, index_columns, question_terms
 
 if TYPE_CHECKING:
     from sqlalchemy.engine import URL
@@ -343,10 +344,19 @@ class SQLBackend(BackendBase):
             return await work(self._driver)
 
     async def _fetch(
-        self, operation: str, sql: SQL, args: Sequence[Any], *, write: bool = False
+        self,
+        operation: str,
+        sql: SQL,
+        args: Sequence[Any],
+        *,
+        write: bool = False,
+        heavy: Lookup | None = None,
     ) -> list[Row]:
-        """Run one statement for ``operation``; return its rows."""
-        return await self._run(operation, lambda driver: driver.fetch(sql, args, write=write))
+        """Run one statement for ``operation``; return its rows (``heavy``: see
+        ``Driver.atomic``)."""
+        return await self._run(
+            operation, lambda driver: driver.fetch(sql, args, write=write, heavy=heavy)
+        )
 
     async def _fetch_together(
         self, operation: str, sql: SQL, many: SQL, args: Sequence[Any], pack: Pack | None = None
@@ -365,17 +375,36 @@ class SQLBackend(BackendBase):
         operation: str,
         users: Collection[str],
         body: Callable[[Transaction], Coroutine[Any, Any, _T]],
+        *,
+        chars: int | None = None,
+        heavy: Lookup | None = None,
     ) -> _T:
         """Run ``body`` as one write transaction that first takes the ``users``' locks
-        (PostgreSQL: in the same round trip as ``BEGIN``); on SQLite in one trip to the writer.
+        (PostgreSQL: in the same round trip as ``BEGIN``); on SQLite in one trip to the writer,
+        or on the event loop's thread for a small one (``chars`` and ``heavy``, see
+        ``Driver.atomic``).
 
         ``body`` may await only its transaction's statements (see ``SQLiteDriver.atomic``).
         Either everything it wrote commits, or nothing does.
         """
         lock = self._sql.lock_user
         return await self._run(
-            operation, lambda driver: driver.atomic(body, lock=lock, lock_users=users)
+            operation,
+            lambda driver: driver.atomic(
+                body, lock=lock, lock_users=users, chars=chars, heavy=heavy
+            ),
         )
+
+    def _merge_due(self, user_id: str) -> Lookup | None:
+        """SQLite: finds a row when a write of ``user_id`` now could bring its recent
+        postings to :data:`~asyncmem.sql.models.MERGE_AFTER` (the write and up to
+        ``CONTEXT_BEFORE + CONTEXT_AFTER`` neighbours each count one), so that the merge
+        runs in the writer's thread, never on the event loop's."""
+        due = self._sql.merge_due
+        if due is None:
+            return None
+        most = MERGE_AFTER - 1 - search.CONTEXT_BEFORE - search.CONTEXT_AFTER
+        return due, due.args(user_id=user_id, most=most)
 
     def _now(self) -> float:
         """This process's clock, never repeating, for SQLite writes (which it serialises)."""
@@ -444,7 +473,8 @@ class SQLBackend(BackendBase):
             plain, many = self._sql.upsert_plain, self._sql.upsert_plain_many
             args = plain.args(context="", now=now, **values)
             if many is None:
-                rows = await self._fetch("store", plain, args, write=True)
+                heavy = self._merge_due(user_id)
+                rows = await self._fetch("store", plain, args, write=True, heavy=heavy)
             else:  # PostgreSQL: concurrent plain stores share a statement when the pool is busy
                 pack = self._plain_stores
                 if pack is None:
@@ -461,7 +491,11 @@ class SQLBackend(BackendBase):
             )
         if row is None:
             row = await self._atomic(
-                "store", [user_id], lambda transaction: self._store(transaction, values, now)
+                "store",
+                [user_id],
+                lambda transaction: self._store(transaction, values, now),
+                chars=sum(len(text) for text in values.values() if isinstance(text, str)),
+                heavy=self._merge_due(user_id),
             )
         return MemoryEntry(
             user_id,
@@ -587,6 +621,8 @@ class SQLBackend(BackendBase):
                 "delete",
                 [user_id],
                 lambda transaction: self._remove(transaction, user_id, sql.delete, args),
+                chars=0,
+                heavy=self._merge_due(user_id),
             )
         return _live_count(rows) > 0
 

@@ -33,6 +33,7 @@ from asyncmem.sql import search
 
 __all__ = [
     "MAX_TERM_CHARS",
+    "MERGE_AFTER",
     "SCALE",
     "STEMMER",
     "index_columns",
@@ -50,6 +51,11 @@ set of 177 questions; not measured on RealMem."""
 
 SCALE = 10
 """Weights are stored as integers: ``round(weight * SCALE)``."""
+
+MERGE_AFTER = 64
+"""SQLite: the write that brings a user's ``search_users.recent`` to this many moves the
+user's postings from ``search_recent`` into ``search_terms`` (revision 0006's trigger; a
+test reads it from the schema)."""
 
 MAX_TERM_CHARS = 200
 """A longer word is indexed (and asked) by its first this many characters: a PostgreSQL
