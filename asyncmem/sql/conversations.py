@@ -8,11 +8,11 @@ functions on the transaction that does the write, so the write and its upkeep co
 or not at all: a call that raised changed nothing, and no context keeps the words of a removed
 turn.
 
-Each function awaits only its transaction's statements (on SQLite the whole transaction runs in
-the writer's thread in one trip). On PostgreSQL the users' advisory locks come first: callers
-that know the users pass them to ``driver.atomic(lock=sql.lock_user, lock_users=...)``, which
-sends ``BEGIN`` and the locks in one round trip; :func:`lock_users` is for users found inside
-the transaction (``purge_expired``).
+Each function awaits only its transaction's statements (on SQLite the whole transaction runs at
+once: in the writer's thread, in one trip, or on the event loop's thread when it came alone).
+On PostgreSQL the users' advisory locks come first: callers that know the users pass them to
+``driver.atomic(lock=sql.lock_user, lock_users=...)``, which sends ``BEGIN`` and the locks in
+one round trip; :func:`lock_users` is for users found inside the transaction (``purge_expired``).
 
 PostgreSQL's common case, a conversation's new last turn, skips the transaction:
 :func:`append_turn` computes the contexts from the last turns :class:`Tails` remembers and
