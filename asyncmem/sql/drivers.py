@@ -342,9 +342,9 @@ class SQLiteDriver:
     SQLite's busy handler.
     :meth:`transaction` (the path when aiosqlite's private API is missing) holds the writer
     from ``BEGIN IMMEDIATE`` to ``COMMIT``, so no other write of this process lands inside it.
-    A lookup by key (:meth:`lookup`) or a small write statement (a plain store, a delete)
-    that comes alone, while no batch is at work, runs on the event loop's own thread instead,
-    on a connection of its own (:func:`_loop_connection`).
+    A lookup by key (:meth:`lookup`) or a small write (a plain store or delete, a
+    conversation turn's) that comes alone, while no batch is at work, runs on the event
+    loop's own thread instead, on a connection of its own (:func:`_loop_connection`).
     """
 
     def __init__(self, path: Path | None, *, busy_timeout: float, readers: int) -> None:

@@ -182,9 +182,12 @@ class SQLBackend(BackendBase):
     (:mod:`asyncmem.sql.conversations`): a call that raised changed nothing. Concurrent calls
     are answered in batches, one trip to the writer's thread per batch and a transaction per
     write; writers in other processes wait up to ``busy_timeout`` seconds. ``readers`` connections
-    serve reads next to the writer. A :meth:`retrieve` that comes alone while no batch is at
-    work is one lookup by key on the event loop's own thread, cheaper there than the trip to
-    a reader's thread; other retrieves go to a reader in batches.
+    serve reads next to the writer. A :meth:`retrieve`, :meth:`store` or :meth:`delete` that
+    comes alone while no batch is at work runs on the event loop's own thread, which saves it
+    the trip to a thread: a lookup by key costs the loop less there than the trip would, and
+    a small write its statement (0.1-0.2 ms; large writes, and those whose upkeep would be
+    heavy, still go to the writer's thread). Calls that come together go to the threads in
+    batches.
 
     ``max_versions`` is how many versions of a memory :meth:`history` keeps, the current one
     included (default 10). It is kept in the database, because the triggers that keep the
