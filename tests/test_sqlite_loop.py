@@ -158,6 +158,24 @@ async def test_a_retrieve_that_a_close_overtakes_is_a_closed_error(tmp_path: Pat
         await retrieving
 
 
+async def test_a_store_that_a_close_overtakes_is_a_closed_error_and_stores_nothing(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "memory.db"
+    backend = SQLBackend(f"sqlite:///{path}")
+    await backend.open()
+    await backend.store("alice", "pet", "a grey cat")
+    storing = asyncio.ensure_future(backend.store("alice", "pet", "a dog"))
+    await asyncio.sleep(0)  # the store waits in the loop's yield
+    await backend.aclose()
+    with pytest.raises(BackendClosedError, match="closed before this call ran"):
+        await storing
+    async with SQLBackend(f"sqlite:///{path}") as again:
+        found = await again.retrieve("alice", "pet")
+    assert found is not None
+    assert found.value == "a grey cat"
+
+
 async def test_closing_closes_the_loop_connection(tmp_path: Path) -> None:
     backend = SQLBackend(f"sqlite:///{tmp_path / 'memory.db'}")
     await backend.open()
