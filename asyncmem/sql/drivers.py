@@ -506,16 +506,11 @@ class SQLiteDriver:
         writer's next batch.
         """
         connection = self._loop
-        if connection is None or self._batching() or not await self._alone():
-            return await self.fetch(sql, args)
-        try:
-            self._before(sql)
-            rows: list[Row] = connection.execute(sql.text, args).fetchall()
-        except sqlite3.OperationalError as exc:
-            if not _busy(exc):
-                raise
-            return await self.fetch(sql, args)
-        return rows
+        if connection is not None and not self._batching() and await self._alone():
+            ran, rows = self._on_loop(connection, _Statement(sql, args), transactional=False)
+            if ran:
+                return cast(list[Row], rows)
+        return await self.fetch(sql, args)
 
     async def _write_on_loop(self, job: Job, chars: int, heavy: Lookup | None) -> tuple[bool, Any]:
         """Run a lone write (a statement in autocommit, or a small transaction) on the event
@@ -540,15 +535,33 @@ class SQLiteDriver:
             return False, None
         if not await self._alone() or self._write_lock.locked():
             return False, None
+        ran, result = self._on_loop(connection, job, transactional=True, heavy=heavy)
+        if ran:
+            self._loop_writes += 1
+        return ran, result
+
+    def _on_loop(
+        self,
+        connection: sqlite3.Connection,
+        job: Job,
+        *,
+        transactional: bool,
+        heavy: Lookup | None = None,
+    ) -> tuple[bool, Any]:
+        """Run one call on the loop's connection, as a batch of one (:func:`_run_batch`):
+        ``(True, its result)``, or ``(False, None)`` when ``heavy`` finds a row or SQLite
+        refuses the call with ``SQLITE_BUSY`` (before it changed anything), so that it goes
+        to a thread instead. Any other error is the call's."""
         try:
             if heavy is not None and connection.execute(heavy[0].text, heavy[1]).fetchall():
                 return False, None
-            ((_, result),) = _run_batch(connection, [job], self.fault_hook, True, self._check_file)
+            ((_, result),) = _run_batch(
+                connection, [job], self.fault_hook, transactional, self._check_file
+            )
         except sqlite3.OperationalError as exc:
             if not _busy(exc) or connection.in_transaction:
                 raise
             return False, None
-        self._loop_writes += 1
         return True, result
 
     async def _alone(self) -> bool:

@@ -400,7 +400,7 @@ class SQLBackend(BackendBase):
 
     def _merge_due(self, user_id: str) -> Lookup | None:
         """SQLite: finds a row when a write of ``user_id`` now could bring its recent
-        postings to :data:`~asyncmem.sql.models.MERGE_AFTER` (the write and up to
+        postings to :data:`~asyncmem.sql.terms.MERGE_AFTER` (the write and up to
         ``CONTEXT_BEFORE + CONTEXT_AFTER`` neighbours each count one), so that the merge
         runs in the writer's thread, never on the event loop's."""
         due = self._sql.merge_due
